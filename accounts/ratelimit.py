@@ -1,0 +1,89 @@
+"""A token bucket per key, kept in the database so every server process shares it.
+
+Each bucket holds up to `capacity` tokens and refills at `capacity / period` tokens a second.
+An attempt takes one token; with none left the caller is told how long until the next one.
+Keys are hashed so no email address or IP lands in the table as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import TokenBucket
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_after: int  # seconds until one token is back; 0 when allowed
+
+    @property
+    def wait_text(self) -> str:
+        return wait_text(self.retry_after)
+
+
+def wait_text(seconds: int) -> str:
+    """'in 40 seconds', 'in 12 minutes', 'in 2 hours'."""
+    if seconds < 90:
+        n, unit = max(seconds, 1), "second"
+    elif seconds < 90 * 60:
+        n, unit = math.ceil(seconds / 60), "minute"
+    else:
+        n, unit = math.ceil(seconds / 3600), "hour"
+    return f"in {n} {unit}{'' if n == 1 else 's'}"
+
+
+def _key(scope: str, value: str) -> str:
+    digest = hashlib.sha256(f"{settings.SECRET_KEY}:{scope}:{value}".encode()).hexdigest()
+    return f"{scope}:{digest[:64]}"[:100]
+
+
+def _refilled(bucket: TokenBucket, capacity: int, period: timedelta, now) -> float:
+    rate = capacity / period.total_seconds()
+    elapsed = max((now - bucket.updated).total_seconds(), 0.0)
+    return min(float(capacity), bucket.tokens + elapsed * rate)
+
+
+def take(scope: str, value: str, capacity: int, period: timedelta, cost: float = 1.0) -> Verdict:
+    """Take `cost` tokens from the bucket (scope, value); refuse with the wait when empty."""
+    now = timezone.now()
+    rate = capacity / period.total_seconds()
+    with transaction.atomic():
+        bucket, created = TokenBucket.objects.select_for_update().get_or_create(
+            key=_key(scope, value), defaults={"tokens": float(capacity), "updated": now}
+        )
+        tokens = float(capacity) if created else _refilled(bucket, capacity, period, now)
+        if tokens < cost:
+            return Verdict(False, max(1, math.ceil((cost - tokens) / rate)))
+        bucket.tokens, bucket.updated = tokens - cost, now
+        bucket.save(update_fields=["tokens", "updated"])
+    return Verdict(True, 0)
+
+
+def peek(scope: str, value: str, capacity: int, period: timedelta) -> Verdict:
+    """Whether one token is there, without taking it."""
+    bucket = TokenBucket.objects.filter(key=_key(scope, value)).first()
+    if bucket is None:
+        return Verdict(True, 0)
+    tokens = _refilled(bucket, capacity, period, timezone.now())
+    if tokens >= 1:
+        return Verdict(True, 0)
+    rate = capacity / period.total_seconds()
+    return Verdict(False, max(1, math.ceil((1 - tokens) / rate)))
+
+
+def reset(scope: str, value: str) -> None:
+    TokenBucket.objects.filter(key=_key(scope, value)).delete()
+
+
+def prune(older_than: timedelta = timedelta(days=2)) -> int:
+    """Drop buckets untouched for a while (they would be full again anyway)."""
+    deleted, _ = TokenBucket.objects.filter(updated__lt=timezone.now() - older_than).delete()
+    return deleted

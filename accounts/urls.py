@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from accounts import views
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("setup/", views.setup, name="setup"),
+    path("accounts/login/", views.SignInView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/password/",
+        auth_views.PasswordChangeView.as_view(
+            template_name="accounts/password.html", success_url="/settings/"
+        ),
+        name="password",
+    ),
+    path("settings/", views.settings_page, name="settings"),
+    path("settings/household/<int:member_id>/remove/", views.remove_member, name="remove_member"),
+]

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest
+
+
+def version(request: HttpRequest) -> dict[str, str]:
+    return {"pplxweb_version": settings.VERSION}

@@ -1,0 +1,30 @@
+"""A log filter that keeps credentials out of every log line."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+# A NextAuth session token is a compact JWE; cookies and bearer values follow their names.
+PATTERNS = [
+    re.compile(r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-.]*"),
+    re.compile(r"(?i)(session-token[^=\s]*=)[^;\s\"']+"),
+    re.compile(r"(?i)(cf_clearance=)[^;\s\"']+"),
+    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
+    re.compile(r"(?i)(pplx-)[A-Za-z0-9]{8,}"),
+]
+
+
+def redact(text: str) -> str:
+    for pattern in PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
+    return text
+
+
+class RedactSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True

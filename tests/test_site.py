@@ -1,0 +1,78 @@
+"""Site-wide behaviour: health, security headers, cookies, websocket authentication."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.urls import reverse
+
+from pplxweb.asgi import application
+from tests.conftest import session_cookie_for
+
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@pytest.mark.django_db
+def test_healthz_answers_without_sign_in(client, settings):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "version": settings.VERSION}
+    assert settings.SECRET_KEY not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_security_headers_and_cookie_names(client, owner):
+    response = client.get(reverse("accounts:login"))  # redirects to setup? no: an owner exists
+    assert response.status_code == 200
+    csp = response["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Referrer-Policy"] == "same-origin"
+    cookie = response.cookies["pplxweb_csrftoken"]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax"
+    response = client.post(
+        reverse("accounts:login"), {"username": "owner", "password": "correct horse battery"}
+    )
+    session = response.cookies["pplxweb_sessionid"]
+    assert session["httponly"] and session["samesite"] == "Lax" and not session["secure"]
+
+
+@pytest.mark.django_db
+def test_unknown_host_is_refused(client):
+    assert client.get("/healthz", HTTP_HOST="evil.example").status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_without_a_session_is_refused():
+    comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN])
+    connected, _ = await comm.connect()
+    assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_with_a_session_is_accepted(owner):
+    cookie = await session_cookie_for(owner)
+    comm = WebsocketCommunicator(
+        application, "/ws/search/", headers=[ORIGIN, (b"cookie", cookie.encode())]
+    )
+    connected, _ = await comm.connect()
+    assert connected
+    await comm.send_to(text_data=json.dumps({"q": "hello"}))
+    await comm.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_from_a_foreign_origin_is_refused_even_with_a_session(owner):
+    cookie = await session_cookie_for(owner)
+    for origin in (b"http://evil.example", b"null"):
+        comm = WebsocketCommunicator(
+            application, "/ws/search/", headers=[(b"origin", origin), (b"cookie", cookie.encode())]
+        )
+        connected, _ = await comm.connect()
+        assert not connected
+    comm = WebsocketCommunicator(application, "/ws/search/", headers=[(b"cookie", cookie.encode())])
+    connected, _ = await comm.connect()
+    assert not connected  # no Origin at all
