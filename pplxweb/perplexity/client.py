@@ -1,0 +1,312 @@
+"""Perplexity over HTTP: sign-in steps, session info, the model catalogue, and asking.
+
+One PerplexityClient talks for one account. It keeps that account's cookies as a dict
+(`client.cookies`, saved by the caller between sign-in steps and after every search since the
+session cookie rotates). The session goes as the `__Secure-next-auth.session-token` cookie,
+never as a bearer (protocol.md 1.5).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from pplxweb.perplexity import cookies as jar
+from pplxweb.perplexity.errors import (
+    AuthError,
+    ChallengeError,
+    NetworkError,
+    ProtocolError,
+    SignInError,
+)
+from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
+from pplxweb.perplexity.responses import (
+    check_response,
+    is_json,
+    json_body,
+    looks_like_challenge,
+    read_limited,
+    sign_in_check,
+    totp_challenge,
+)
+from pplxweb.perplexity.stream import READ_GAP, AskStream
+from pplxweb.perplexity.transport import make_transport
+
+CONNECT_TIMEOUT = 10.0
+RETRY_BEFORE_STATUS = (
+    httpx.ConnectError,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    user_id: str
+    email: str
+    tier: str  # "pro", "max", "free", "enterprise" or "" when Perplexity does not say
+    expires: str  # ISO 8601
+
+
+@dataclass(frozen=True)
+class CodeResult:
+    """After the e-mailed code: a session token, or an authenticator challenge to answer."""
+
+    token: str | None = None
+    totp_challenge: str | None = None
+
+
+class PerplexityClient:
+    """Calls to Perplexity for one account (or for nobody, during sign-in)."""
+
+    def __init__(
+        self,
+        base_url: str = "https://www.perplexity.ai",
+        api_url: str = "https://api.perplexity.ai",
+        *,
+        impersonate: str = "chrome",
+        cookies: dict[str, str] | None = None,
+        user_agent: str = "",
+        account_id: str = "",
+        csrf_token: str = "",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_url = api_url.rstrip("/")
+        self.cookies: dict[str, str] = dict(cookies or {})
+        self.csrf_token = csrf_token  # between sign-in steps; the caller keeps it with the cookies
+        self.account_id = account_id
+        headers = {"User-Agent": user_agent} if user_agent else {}
+        self._http = httpx.AsyncClient(
+            transport=transport or make_transport(impersonate),
+            headers=headers,
+            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=READ_GAP, write=10.0, pool=10.0),
+            follow_redirects=False,
+        )
+
+    async def __aenter__(self) -> PerplexityClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def remember_cookies(self, response: httpx.Response) -> None:
+        jar.update_from_response(self.cookies, response)
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {
+            "Accept": "application/json",
+            "Origin": self.base_url,
+            "Referer": f"{self.base_url}/",
+            "X-App-ApiClient": "default",
+            "X-App-ApiVersion": API_VERSION,
+        }
+        if self.cookies:
+            headers["Cookie"] = jar.header(self.cookies)
+        return {**headers, **(extra or {})}
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send, streaming; retried once, only when the socket drops before any status."""
+        for attempt in (1, 2):
+            try:
+                return await self._http.send(request, stream=True)
+            except RETRY_BEFORE_STATUS:
+                if attempt == 2:
+                    raise NetworkError() from None
+            except httpx.TimeoutException:
+                raise NetworkError(
+                    "Perplexity did not answer in time. Check this server's internet connection."
+                ) from None
+            except httpx.HTTPError:
+                raise NetworkError() from None
+        raise AssertionError("unreachable")
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """A small JSON call: the whole body is read (at most ERROR_BODY_LIMIT when it failed)."""
+        headers = self._headers(kwargs.pop("headers", None))
+        request = self._http.build_request(
+            method, urljoin(self.base_url + "/", path.lstrip("/")), headers=headers, **kwargs
+        )
+        response = await self._send(request)
+        try:
+            await read_limited(response)
+        finally:
+            await response.aclose()
+        self.remember_cookies(response)
+        return response
+
+    # --- sign-in (protocol.md 1.1-1.2) ---------------------------------------------------------
+
+    async def start_sign_in(self, email: str) -> None:
+        """csrf, then signin-email: Perplexity e-mails a code. The csrf token stays in cookies."""
+        response = await self._call("GET", "/api/auth/csrf")
+        check_response(response)
+        csrf = json_body(response).get("csrfToken")
+        if not isinstance(csrf, str) or not csrf:
+            raise ProtocolError("Perplexity's sign-in page answered without a CSRF token.")
+        self.csrf_token = csrf
+        response = await self._call(
+            "POST",
+            "/api/auth/signin-email",
+            json={"email": email, "csrfToken": csrf},
+            headers={"Content-Type": "application/json"},
+        )
+        sign_in_check(response, "Perplexity did not send a code to that address")
+
+    async def verify_code(self, email: str, code: str) -> CodeResult:
+        """signin-otp: the token from the JSON, Set-Cookie (maybe chunked) or one redirect hop."""
+        csrf = self.csrf_token
+        response = await self._call(
+            "POST",
+            "/api/auth/signin-otp",
+            json={"email": email, "otp": code, "csrfToken": csrf},
+            headers={"Content-Type": "application/json"},
+        )
+        challenge = totp_challenge(response)
+        if challenge:
+            return CodeResult(totp_challenge=challenge)
+        if response.is_redirect:
+            response = await self._follow(response)
+        sign_in_check(response, "Perplexity did not accept that code")
+        token = json_body(response).get("token") if is_json(response) else None
+        token = token if isinstance(token, str) and token else jar.session_token(self.cookies)
+        if not token:
+            raise SignInError(
+                "Perplexity accepted the code but sent no session. "
+                "Try again, or use the cookie fallback."
+            )
+        return CodeResult(token=token)
+
+    async def verify_totp(self, challenge: str, code: str) -> str:
+        """Answer the authenticator challenge; returns the session token."""
+        response = await self._call(
+            "POST",
+            f"/api/auth/totp-challenge/verify?version={API_VERSION}&source=default",
+            json={"token": challenge, "code": code},
+            headers={"Content-Type": "application/json"},
+        )
+        if is_json(response) and response.status_code < 400:
+            body = json_body(response)
+            if body.get("error"):
+                raise SignInError(
+                    "Perplexity did not accept that authenticator code. Type the current one."
+                )
+            if isinstance(body.get("token"), str) and body["token"]:
+                return body["token"]
+            if isinstance(body.get("redirect"), str):
+                response = await self._call("GET", body["redirect"])
+        if response.is_redirect:
+            response = await self._follow(response)
+        sign_in_check(response, "Perplexity did not accept that authenticator code")
+        token = jar.session_token(self.cookies)
+        if not token:
+            raise SignInError("Perplexity accepted the authenticator code but sent no session.")
+        return token
+
+    async def _follow(self, response: httpx.Response, hops: int = 5) -> httpx.Response:
+        for _ in range(hops):
+            location = response.headers.get("location", "")
+            if not response.is_redirect or not location:
+                return response
+            if "error=" in location:
+                raise SignInError(
+                    "Perplexity did not accept that code, or it has expired. Ask for a new one."
+                )
+            target = urljoin(self.base_url + "/", location)
+            if urlsplit(target).netloc != urlsplit(self.base_url).netloc:
+                return response  # never carry the account's cookies to another host
+            response = await self._call("GET", target)
+        return response
+
+    # --- account -------------------------------------------------------------------------------
+
+    async def session_info(self) -> SessionInfo:
+        """Who the stored session belongs to and when it expires; AuthError when signed out."""
+        response = await self._call("GET", "/api/auth/session")
+        check_response(response)
+        body = json_body(response)
+        user = body.get("user")
+        if not isinstance(user, dict) or not user:
+            raise AuthError("Perplexity says this session is signed out. Link the account again.")
+        tier = user.get("subscription_tier") or user.get("payment_tier") or ""
+        return SessionInfo(
+            user_id=str(user.get("id") or ""),
+            email=str(user.get("email") or ""),
+            tier=str(tier).lower() if isinstance(tier, str) else "",
+            expires=str(body.get("expires") or ""),
+        )
+
+    async def models(self) -> dict:
+        """The model catalogue (/rest/models/config, schema v1)."""
+        response = await self._call(
+            "GET", f"/rest/models/config?config_schema=v1&version={API_VERSION}&source=default"
+        )
+        check_response(response)
+        body = json_body(response)
+        if not isinstance(body.get("models"), dict):
+            raise ProtocolError("Perplexity's model list has no models in it.")
+        return body
+
+    # --- asking --------------------------------------------------------------------------------
+
+    def ask(self, request: AskRequest) -> AskStream:
+        """Ask (or follow up); iterate the result for merged snapshots as they arrive."""
+        return AskStream(self, request)
+
+    def ask_api(self, request: AskRequest, api_key: str) -> AskStream:
+        """Ask through the public API with an API key (protocol.md 5)."""
+        return AskStream(self, request, api_key=api_key)
+
+    async def _open_ask(self, request: AskRequest, gap: float) -> httpx.Response:
+        token = jar.session_token(self.cookies)
+        cookies = jar.with_session(self.cookies, token) if token else dict(self.cookies)
+        headers = ask_headers(request, self.base_url, self.account_id)
+        headers["Cookie"] = jar.header(cookies)
+        http_request = self._http.build_request(
+            "POST",
+            f"{self.base_url}/rest/sse/perplexity_ask",
+            headers=headers,
+            content=json.dumps(ask_body(request)).encode(),
+            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=gap, write=10.0, pool=10.0),
+        )
+        return await self._open_stream(http_request)
+
+    async def _open_api(self, request: AskRequest, api_key: str, gap: float) -> httpx.Response:
+        http_request = self._http.build_request(
+            "POST",
+            f"{self.api_url}/chat/completions",
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "Accept": "text/event-stream",
+                "Content-Type": "application/json",
+            },
+            content=json.dumps(api_body(request)).encode(),
+            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=gap, write=10.0, pool=10.0),
+        )
+        return await self._open_stream(http_request)
+
+    async def _open_stream(self, http_request: httpx.Request) -> httpx.Response:
+        response = await self._send(http_request)
+        content_type = response.headers.get("content-type", "").lower()
+        if response.status_code >= 300 or "text/html" in content_type:
+            try:
+                await read_limited(response)
+            finally:
+                await response.aclose()
+            check_response(response)
+            raise (
+                ChallengeError()
+                if looks_like_challenge(response)
+                else ProtocolError("Perplexity answered with a web page instead of an answer.")
+            )
+        return response

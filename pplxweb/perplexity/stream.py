@@ -1,0 +1,168 @@
+"""One answer as it streams: bytes -> events -> merged snapshots, with the read-gap and
+overall timeouts, the drain after COMPLETED, and the public API's chunks mapped onto the web
+protocol's events so one merge serves both."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from pplxweb.perplexity.errors import ProtocolError, Timeout
+from pplxweb.perplexity.merge import Snapshot, merge
+from pplxweb.perplexity.request import AskRequest
+from pplxweb.perplexity.sse import StreamParser
+
+if TYPE_CHECKING:
+    from pplxweb.perplexity.client import PerplexityClient
+
+READ_GAP = 60.0
+RESEARCH_READ_GAP = 600.0
+OVERALL = 300.0
+RESEARCH_OVERALL = 1800.0
+DRAIN = 5.0  # after COMPLETED, wait this long for end_of_stream
+
+
+class AskStream:
+    """The snapshots of one answer as they arrive: `async for snapshot in stream`.
+
+    After the loop: `snapshot` is the last state, `ended` says the stream ended (cleanly or
+    not), `cut` says why it ended early ("" when it completed), `skipped` counts unreadable
+    frames. Leaving the loop early (break, cancel) closes the upstream request.
+    """
+
+    def __init__(self, client: PerplexityClient, request: AskRequest, api_key: str = "") -> None:
+        self._client, self._request, self._api_key = client, request, api_key
+        self.snapshot = Snapshot()
+        self.ended = False
+        self.cut = ""
+        self.skipped = 0
+        self.first_byte: float | None = None  # monotonic time of the first body byte
+
+    def __aiter__(self) -> AsyncIterator[Snapshot]:
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[Snapshot]:
+        research = self._request.options.research
+        gap = RESEARCH_READ_GAP if research else READ_GAP
+        try:
+            async with asyncio.timeout(RESEARCH_OVERALL if research else OVERALL):
+                async for snapshot in self._read(gap):
+                    yield snapshot
+        except TimeoutError:
+            raise Timeout(
+                "Perplexity took too long to finish this answer; what arrived is kept."
+            ) from None
+
+    async def _read(self, gap: float) -> AsyncIterator[Snapshot]:
+        client = self._client
+        if self._api_key:
+            response = await client._open_api(self._request, self._api_key, gap)
+        else:
+            response = await client._open_ask(self._request, gap)
+        parser = StreamParser()
+        to_event = api_event if self._api_key else None
+        try:
+            chunks = response.aiter_bytes().__aiter__()
+            deadline_gap = gap
+            while True:
+                try:
+                    async with asyncio.timeout(deadline_gap):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    events = parser.close()
+                    self.ended = True
+                    break
+                except TimeoutError:
+                    if self.snapshot.completed:  # finished; the server just kept the socket open
+                        self.ended = True
+                        return
+                    raise Timeout(
+                        f"Perplexity sent nothing for {int(gap)} s; what arrived is kept."
+                    ) from None
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    self.ended, self.cut = True, "The connection to Perplexity dropped mid-answer."
+                    return
+                if self.first_byte is None:
+                    self.first_byte = time.monotonic()
+                try:
+                    events = parser.feed(chunk)
+                except ProtocolError:
+                    self.skipped = parser.skipped
+                    raise
+                changed = self._merge(events, to_event)
+                self.skipped = parser.skipped
+                if changed:
+                    yield self.snapshot
+                if parser.ended:
+                    self.ended = True
+                    return
+                if self.snapshot.completed:
+                    deadline_gap = DRAIN
+            if self._merge(events, to_event):
+                yield self.snapshot
+        finally:
+            self.skipped = parser.skipped
+            client.remember_cookies(response)
+            await response.aclose()
+            if (
+                not self.snapshot.completed
+                and not self.snapshot.failed
+                and not self.cut
+                and self.ended
+            ):
+                self.cut = "The answer stopped before Perplexity finished it."
+
+    def _merge(self, events: list, to_event: Any) -> bool:
+        snapshot = self.snapshot
+        for event in events:
+            data = to_event(event.data) if to_event else event.data
+            if data is not None:
+                snapshot = merge(snapshot, data)
+        changed = snapshot is not self.snapshot
+        self.snapshot = snapshot
+        return changed
+
+
+def api_event(data: dict) -> dict | None:
+    """A public-API chunk as a web-protocol event, so one merge serves both paths."""
+    event: dict = {}
+    blocks = []
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        choice = choices[0]
+        delta = choice.get("delta") or choice.get("message") or {}
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(content, str) and content:
+            blocks.append({"intended_usage": "ask_text", "markdown_block": {"chunks": [content]}})
+        if choice.get("finish_reason"):
+            event.update(status="COMPLETED", final=True)
+    results = data.get("search_results")
+    if not isinstance(results, list) and isinstance(data.get("citations"), list):
+        results = [{"url": u, "title": u} for u in data["citations"] if isinstance(u, str)]
+    if isinstance(results, list):
+        web = [
+            {
+                "name": r.get("title") or r.get("url"),
+                "url": r.get("url"),
+                "snippet": r.get("snippet") or "",
+                "timestamp": r.get("date") or "",
+            }
+            for r in results
+            if isinstance(r, dict)
+        ]
+        blocks.append({"intended_usage": "web_results", "web_result_block": {"web_results": web}})
+    if isinstance(data.get("related_questions"), list):
+        event["related_queries"] = data["related_questions"]
+    if isinstance(data.get("model"), str):
+        event["display_model"] = data["model"]
+    if isinstance(data.get("error"), dict):
+        event.update(
+            status="FAILED", error_message=str(data["error"].get("message") or "API error")
+        )
+    if blocks:
+        event["blocks"] = blocks
+    return event or None

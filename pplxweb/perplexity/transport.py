@@ -1,0 +1,110 @@
+"""HTTP transports for the Perplexity client.
+
+Cloudflare in front of Perplexity checks the TLS fingerprint (protocol.md 6.2), so by default
+requests go through curl_cffi impersonating a browser, behind httpx's transport interface so the
+client code (and respx in tests) stays plain httpx. `impersonate="off"` uses httpx's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+# Headers curl must compute itself (the body was already decoded by curl, too).
+DROP_REQUEST = {"host", "content-length", "accept-encoding", "connection", "transfer-encoding"}
+DROP_RESPONSE = {"content-encoding", "content-length", "transfer-encoding"}
+
+
+def make_transport(impersonate: str) -> httpx.AsyncBaseTransport:
+    if impersonate == "off":
+        return httpx.AsyncHTTPTransport(retries=0)
+    return CurlTransport(impersonate)
+
+
+class CurlTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that sends through curl_cffi with a browser's TLS fingerprint."""
+
+    def __init__(self, impersonate: str = "chrome") -> None:
+        self.impersonate = impersonate
+        self._session: Any = None
+
+    def _get_session(self) -> Any:
+        if self._session is None:
+            from curl_cffi.requests import AsyncSession
+
+            self._session = AsyncSession(impersonate=self.impersonate)
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        from curl_cffi.requests import exceptions as curl_errors
+
+        headers = [
+            (k, v)
+            for k, v in request.headers.multi_items()
+            if k.lower() not in DROP_REQUEST
+            and not (
+                k.lower() == "user-agent" and v.startswith("python-httpx")
+            )  # curl's own UA matches its fingerprint
+        ]
+        body = await request.aread()
+        timeout = request.extensions.get("timeout") or {}
+        connect = timeout.get("connect") or 10.0
+        read = timeout.get("read") or 60.0
+        try:
+            response = await self._get_session().request(
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=body or None,
+                stream=True,
+                allow_redirects=False,
+                timeout=(connect, read),
+                impersonate=self.impersonate,
+            )
+        except curl_errors.Timeout as exc:
+            raise httpx.ConnectTimeout(str(exc), request=request) from exc
+        except curl_errors.ConnectionError as exc:
+            message = str(exc)
+            if "Recv failure" in message or "Empty reply" in message or "reset" in message.lower():
+                raise httpx.RemoteProtocolError(message, request=request) from exc
+            raise httpx.ConnectError(message, request=request) from exc
+        except curl_errors.RequestException as exc:
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=[
+                (k, v or "")
+                for k, v in response.headers.multi_items()
+                if k.lower() not in DROP_RESPONSE
+            ],
+            stream=_CurlStream(response, request),
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class _CurlStream(httpx.AsyncByteStream):
+    def __init__(self, response: Any, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        from curl_cffi.requests import exceptions as curl_errors
+
+        try:
+            async for chunk in self._response.aiter_content():
+                if chunk:
+                    yield chunk
+        except curl_errors.Timeout as exc:
+            raise httpx.ReadTimeout(str(exc), request=self._request) from exc
+        except curl_errors.RequestException as exc:
+            raise httpx.RemoteProtocolError(str(exc), request=self._request) from exc
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
