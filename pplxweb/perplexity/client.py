@@ -33,10 +33,9 @@ from pplxweb.perplexity.responses import (
     sign_in_check,
     totp_challenge,
 )
-from pplxweb.perplexity.stream import READ_GAP, AskStream
+from pplxweb.perplexity.stream import AskStream, Timeouts
 from pplxweb.perplexity.transport import make_transport
 
-CONNECT_TIMEOUT = 10.0
 RETRY_BEFORE_STATUS = (
     httpx.ConnectError,
     httpx.RemoteProtocolError,
@@ -75,7 +74,9 @@ class PerplexityClient:
         account_id: str = "",
         csrf_token: str = "",
         transport: httpx.AsyncBaseTransport | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
+        self.timeouts = timeouts or Timeouts()
         self.base_url = base_url.rstrip("/")
         self.api_url = api_url.rstrip("/")
         self.cookies: dict[str, str] = dict(cookies or {})
@@ -85,7 +86,9 @@ class PerplexityClient:
         self._http = httpx.AsyncClient(
             transport=transport or make_transport(impersonate),
             headers=headers,
-            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=READ_GAP, write=10.0, pool=10.0),
+            timeout=httpx.Timeout(
+                connect=self.timeouts.connect, read=self.timeouts.read_gap, write=10.0, pool=10.0
+            ),
             follow_redirects=False,
         )
 
@@ -277,7 +280,7 @@ class PerplexityClient:
             f"{self.base_url}/rest/sse/perplexity_ask",
             headers=headers,
             content=json.dumps(ask_body(request)).encode(),
-            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=gap, write=10.0, pool=10.0),
+            timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
         return await self._open_stream(http_request)
 
@@ -291,7 +294,7 @@ class PerplexityClient:
                 "Content-Type": "application/json",
             },
             content=json.dumps(api_body(request)).encode(),
-            timeout=httpx.Timeout(connect=CONNECT_TIMEOUT, read=gap, write=10.0, pool=10.0),
+            timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
         return await self._open_stream(http_request)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -19,11 +20,18 @@ from pplxweb.perplexity.sse import StreamParser
 if TYPE_CHECKING:
     from pplxweb.perplexity.client import PerplexityClient
 
-READ_GAP = 60.0
-RESEARCH_READ_GAP = 600.0
-OVERALL = 300.0
-RESEARCH_OVERALL = 1800.0
-DRAIN = 5.0  # after COMPLETED, wait this long for end_of_stream
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. `read_gap` is the longest silence allowed between two chunks; `overall` caps
+    the whole answer; `drain` is how long to wait for end_of_stream after COMPLETED."""
+
+    connect: float = 10.0
+    read_gap: float = 60.0
+    research_read_gap: float = 600.0
+    overall: float = 300.0
+    research_overall: float = 1800.0
+    drain: float = 5.0
 
 
 class AskStream:
@@ -47,9 +55,10 @@ class AskStream:
 
     async def _run(self) -> AsyncIterator[Snapshot]:
         research = self._request.options.research
-        gap = RESEARCH_READ_GAP if research else READ_GAP
+        limits = self._client.timeouts
+        gap = limits.research_read_gap if research else limits.read_gap
         try:
-            async with asyncio.timeout(RESEARCH_OVERALL if research else OVERALL):
+            async with asyncio.timeout(limits.research_overall if research else limits.overall):
                 async for snapshot in self._read(gap):
                     yield snapshot
         except TimeoutError:
@@ -76,7 +85,7 @@ class AskStream:
                     events = parser.close()
                     self.ended = True
                     break
-                except TimeoutError:
+                except (TimeoutError, httpx.TimeoutException):
                     if self.snapshot.completed:  # finished; the server just kept the socket open
                         self.ended = True
                         return
@@ -101,7 +110,7 @@ class AskStream:
                     self.ended = True
                     return
                 if self.snapshot.completed:
-                    deadline_gap = DRAIN
+                    deadline_gap = client.timeouts.drain
             if self._merge(events, to_event):
                 yield self.snapshot
         finally:
