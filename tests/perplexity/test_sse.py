@@ -94,7 +94,7 @@ def test_a_huge_body_with_no_newline_fails_fast_without_buffering_it_all():
 
 
 def test_an_html_page_yields_no_events():
-    events, parser = parse_all(b"<!DOCTYPE html><html><title>Just a moment...</title></html>\n")
+    events, _ = parse_all(b"<!DOCTYPE html><html><title>Just a moment...</title></html>\n")
     assert events == []
 
 
