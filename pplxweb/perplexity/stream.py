@@ -39,7 +39,8 @@ class AskStream:
 
     After the loop: `snapshot` is the last state, `ended` says the stream ended (cleanly or
     not), `cut` says why it ended early ("" when it completed), `skipped` counts unreadable
-    frames. Leaving the loop early (break, cancel) closes the upstream request.
+    frames. Cancelling closes the upstream request; after a `break`, leave `async with` (or
+    call aclose()) to close it at once.
     """
 
     def __init__(self, client: PerplexityClient, request: AskRequest, api_key: str = "") -> None:
@@ -49,22 +50,44 @@ class AskStream:
         self.cut = ""
         self.skipped = 0
         self.first_byte: float | None = None  # monotonic time of the first body byte
+        self._gen: AsyncIterator[Snapshot] | None = None
 
-    def __aiter__(self) -> AsyncIterator[Snapshot]:
-        return self._run()
+    def __aiter__(self) -> AskStream:
+        if self._gen is None:
+            self._gen = self._run()
+        return self
+
+    async def __anext__(self) -> Snapshot:
+        if self._gen is None:
+            self._gen = self._run()
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Close the upstream request (also done by leaving `async with`)."""
+        if self._gen is not None:
+            await self._gen.aclose()
+
+    async def __aenter__(self) -> AskStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def _run(self) -> AsyncIterator[Snapshot]:
         research = self._request.options.research
         limits = self._client.timeouts
         gap = limits.research_read_gap if research else limits.read_gap
+        inner = self._read(gap)
         try:
             async with asyncio.timeout(limits.research_overall if research else limits.overall):
-                async for snapshot in self._read(gap):
+                async for snapshot in inner:
                     yield snapshot
         except TimeoutError:
             raise Timeout(
                 "Perplexity took too long to finish this answer; what arrived is kept."
             ) from None
+        finally:
+            await inner.aclose()  # a generator left early is not closed by itself
 
     async def _read(self, gap: float) -> AsyncIterator[Snapshot]:
         client = self._client
@@ -149,21 +172,26 @@ def api_event(data: dict) -> dict | None:
             blocks.append({"intended_usage": "ask_text", "markdown_block": {"chunks": [content]}})
         if choice.get("finish_reason"):
             event.update(status="COMPLETED", final=True)
-    results = data.get("search_results")
-    if not isinstance(results, list) and isinstance(data.get("citations"), list):
-        results = [{"url": u, "title": u} for u in data["citations"] if isinstance(u, str)]
-    if isinstance(results, list):
-        web = [
-            {
-                "name": r.get("title") or r.get("url"),
-                "url": r.get("url"),
-                "snippet": r.get("snippet") or "",
-                "timestamp": r.get("date") or "",
-            }
-            for r in results
-            if isinstance(r, dict)
-        ]
-        blocks.append({"intended_usage": "web_results", "web_result_block": {"web_results": web}})
+    # citations are bare URLs; kept in a block of their own so titled search_results win
+    for usage, results in (
+        ("web_results", data.get("search_results")),
+        (
+            "api_citations",
+            [{"url": u, "title": u} for u in _list(data.get("citations")) if isinstance(u, str)],
+        ),
+    ):
+        if isinstance(results, list) and results:
+            web = [
+                {
+                    "name": r.get("title") or r.get("url"),
+                    "url": r.get("url"),
+                    "snippet": r.get("snippet") or "",
+                    "timestamp": r.get("date") or "",
+                }
+                for r in results
+                if isinstance(r, dict)
+            ]
+            blocks.append({"intended_usage": usage, "web_result_block": {"web_results": web}})
     if isinstance(data.get("related_questions"), list):
         event["related_queries"] = data["related_questions"]
     if isinstance(data.get("model"), str):
@@ -175,3 +203,7 @@ def api_event(data: dict) -> dict | None:
     if blocks:
         event["blocks"] = blocks
     return event or None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []

@@ -8,9 +8,13 @@ client code (and respx in tests) stays plain httpx. `impersonate="off"` uses htt
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+import warnings
 from typing import Any
 
 import httpx
+
+# curl_cffi notes that it treats `__Secure-` cookies as secure; pplxweb keeps cookies itself.
+warnings.filterwarnings("ignore", message="`secure` changed to True", module="curl_cffi")
 
 # Headers curl must compute itself (the body was already decoded by curl, too).
 DROP_REQUEST = {"host", "content-length", "accept-encoding", "connection", "transfer-encoding"}
@@ -62,6 +66,7 @@ class CurlTransport(httpx.AsyncBaseTransport):
                 allow_redirects=False,
                 timeout=(connect, read),
                 impersonate=self.impersonate,
+                discard_cookies=True,  # the client keeps the cookies; curl must not add its own
             )
         except curl_errors.Timeout as exc:
             raise httpx.ConnectTimeout(str(exc), request=request) from exc
