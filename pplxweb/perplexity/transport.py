@@ -7,8 +7,8 @@ client code (and respx in tests) stays plain httpx. `impersonate="off"` uses htt
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 import warnings
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
