@@ -45,6 +45,11 @@ ATTRIBUTES = {
 }
 
 
+def scrub(text: str) -> str:
+    """Replace lone surrogates (JSON can carry them; UTF-8 cannot) with U+FFFD."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
 def safe_url(url: Any) -> str:
     """The URL when it is http(s) with a host, else ""."""
     if not isinstance(url, str):
@@ -153,10 +158,13 @@ def clean(html: str) -> str:
 
 def render_answer(markdown: str, sources: Sequence[Any] = ()) -> SafeString:
     """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`."""
-    text = (markdown or "").translate(BIDI)
+    text = scrub(markdown or "").translate(BIDI)
     note = ""
     if len(text) > MAX_MARKDOWN:
-        text, note = text[:MAX_MARKDOWN], "<p><em>(The answer is too long to show in full.)</em></p>"
+        text, note = (
+            text[:MAX_MARKDOWN],
+            "<p><em>(The answer is too long to show in full.)</em></p>",
+        )
     html = _markdown().render(text, {"sources": list(sources)})
     return mark_safe(clean(html) + note)  # noqa: S308 - nh3 output with our allowlist
 
@@ -167,10 +175,10 @@ def render_sources(sources: Sequence[Any]) -> SafeString:
     for n, source in enumerate(sources, start=1):
         get = source.get if isinstance(source, dict) else lambda k, s=source: getattr(s, k, "")
         url = safe_url(get("url"))
-        title = str(get("title") or "").translate(BIDI).strip() or url or f"Source {n}"
+        title = scrub(str(get("title") or "")).translate(BIDI).strip() or url or f"Source {n}"
         items.append({
             "n": n, "url": url, "title": title[:300],
-            "snippet": str(get("snippet") or "").translate(BIDI)[:600],
+            "snippet": scrub(str(get("snippet") or "")).translate(BIDI)[:600],
             "host": urlsplit(url).hostname or "" if url else "",
         })  # fmt: skip
     return render_to_string("search/sources.html", {"sources": items})

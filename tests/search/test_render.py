@@ -31,12 +31,31 @@ class Checker(HTMLParser):
             self.problems.append(f"tag {tag}")
         for name, value in attrs:
             value = value or ""
-            if name.startswith("on") or name in ("src", "srcset", "style", "id", "name", "formaction", "srcdoc"):
-                if not (name == "style" and tag in ("th", "td") and re.fullmatch(r"text-align:\s*\w+;?", value)):
-                    self.problems.append(f"attribute {name} on {tag}")
+            risky = name.startswith("on") or name in (
+                "src",
+                "srcset",
+                "style",
+                "id",
+                "name",
+                "formaction",
+                "srcdoc",
+            )
+            allowed_style = (
+                name == "style"
+                and tag in ("th", "td")
+                and re.fullmatch(r"text-align:\s*\w+;?", value)
+            )
+            if risky and not allowed_style:
+                self.problems.append(f"attribute {name} on {tag}")
             if name == "href":
                 # WHATWG: strip C0 controls and space, drop tab/newline, then read the scheme
-                cleaned = re.sub(r"[\t\n\r]", "", value.strip("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f "))
+                cleaned = re.sub(
+                    r"[\t\n\r]",
+                    "",
+                    value.strip(
+                        "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f "
+                    ),
+                )
                 match = SCHEME.match(cleaned)
                 if match and match.group(1).lower() not in ("http", "https", "mailto"):
                     self.problems.append(f"href {value!r}")
@@ -59,7 +78,7 @@ PAYLOADS = [
     "<img src=x onerror=alert(1)>",
     "<svg onload=alert(1)>",
     '<iframe srcdoc="<script>alert(1)</script>"></iframe>',
-    "<a href=\"javascript:alert(1)\">x</a>",
+    '<a href="javascript:alert(1)">x</a>',
     "[a](javascript:alert(1))",
     "[a](JaVaScRiPt:alert(1))",
     "[a](javascript&#58;alert(1))",
@@ -79,7 +98,7 @@ PAYLOADS = [
     '<a href="x" onmouseover="alert(1)">x</a>',
     "``<script>alert(1)</script>``",
     "```html\n<script>alert(1)</script>\n```",
-    "```\"><script>alert(1)</script>\nx\n```",
+    '```"><script>alert(1)</script>\nx\n```',
     "<!-- <script>alert(1)</script> -->",
     "[a](<javascript:alert(1)>)",
     "[a](  javascript:alert(1))",
@@ -93,7 +112,7 @@ PAYLOADS = [
     '<div id="cite" name="x">clobber</div>',
     "\u202eevil\u202c [1]",
     "| a |\n|---|\n| <img src=x onerror=alert(1)> |",
-    "[a](https://ok.example \"onmouseover=alert(1)\")",
+    '[a](https://ok.example "onmouseover=alert(1)")',
     "www.example.com/<script>",
 ]
 
@@ -132,7 +151,9 @@ def test_link_reference_definitions_are_not_honoured():
 
 
 def test_tables_code_and_lists_are_kept():
-    html = render_answer("| a | b |\n|:--|--:|\n| 1 | 2 |\n\n```python\nx = 1\n```\n\n1. one\n2. two", [])
+    html = render_answer(
+        "| a | b |\n|:--|--:|\n| 1 | 2 |\n\n```python\nx = 1\n```\n\n1. one\n2. two", []
+    )
     assert "<table>" in html and 'style="text-align:left"' in html.replace(": ", ":")
     assert '<pre class="highlight"><code><span class="n">x</span>' in html
     assert "<ol>" in html
@@ -146,11 +167,26 @@ def test_sources_list_escapes_and_drops_bad_links():
     assert "&lt;script&gt;x&lt;/script&gt;" in html and "&lt;b&gt;s&lt;/b&gt;" in html
     assert 'href="https://a.example/p"' in html
     assert "javascript" not in html
-    assert problems(html.replace(' target="_blank"', "").replace(' id="source-1"', "").replace(' id="source-2"', "")) == []
+    assert (
+        problems(
+            html.replace(' target="_blank"', "")
+            .replace(' id="source-1"', "")
+            .replace(' id="source-2"', "")
+        )
+        == []
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.sampled_from(list("<>[]()!`*_-#|:\"'=/\\ \n\tjavascriptonerrorhttps.&;1234\u202e")) | st.characters(), max_size=300))
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("<>[]()!`*_-#|:\"'=/\\ \n\tjavascriptonerrorhttps.&;1234\u202e")
+        )
+        | st.characters(),
+        max_size=300,
+    )
+)
 def test_rendering_never_emits_anything_executable_for_any_input(text):
     html = render_answer(text, SOURCES)
     assert problems(html) == []
@@ -158,7 +194,17 @@ def test_rendering_never_emits_anything_executable_for_any_input(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(PAYLOADS + ["**b**", "[1]", "\n\n", "https://x.example", "`c`"]), max_size=8))
+@given(
+    st.lists(
+        st.sampled_from([*PAYLOADS, "**b**", "[1]", "\n\n", "https://x.example", "`c`"]), max_size=8
+    )
+)
 def test_payload_mixtures_stay_safe(parts):
     html = render_answer(" ".join(parts), SOURCES)
     assert problems(html) == []
+
+
+def test_lone_surrogates_from_json_escapes_do_not_break_rendering():
+    html = render_answer("broken \ud800 text", [{"title": "t\udfff", "url": "https://x.example"}])
+    assert "broken ? text" in html
+    assert "t?" in render_sources([{"title": "t\udfff", "url": "https://x.example"}])
