@@ -41,3 +41,104 @@ class MemberForm(UserCreationForm):
     class Meta:
         model = get_user_model()
         fields = ("username",)
+
+
+class EmailForm(forms.Form):
+    email = forms.CharField(
+        label="Perplexity e-mail",
+        max_length=254,
+        widget=forms.EmailInput(attrs={"autocomplete": "email", "inputmode": "email"}),
+    )
+
+
+class CodeForm(forms.Form):
+    code = forms.CharField(
+        label="Code from the e-mail",
+        max_length=20_000,  # longer input is refused by the service with a sentence, not a 400
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True}),
+    )
+
+
+class TotpForm(forms.Form):
+    code = forms.CharField(
+        label="Authenticator code",
+        max_length=20_000,
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "autofocus": True}
+        ),
+    )
+
+
+class CookieForm(forms.Form):
+    cookies = forms.CharField(
+        label="Cookie header or “Copy as cURL”",
+        max_length=64 * 1024,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"}),
+        help_text="In your browser, signed in to perplexity.ai: developer tools, Network, any request "
+        "to www.perplexity.ai, right-click, Copy as cURL. pplxweb keeps only the session cookie, "
+        "cf_clearance and the User-Agent.",
+    )
+
+
+class ApiKeyForm(forms.Form):
+    api_key = forms.CharField(
+        label="Perplexity API key",
+        max_length=300,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        help_text="Optional. Used only when no linked session works.",
+    )
+
+
+class DefaultsForm(forms.Form):
+    model = forms.ChoiceField(label="Model")
+    mode = forms.ChoiceField(
+        label="Mode",
+        choices=[("auto", "Auto (quick)"), ("pro", "Pro search"), ("research", "Deep research")],
+    )
+    sources = forms.MultipleChoiceField(
+        label="Sources",
+        required=False,
+        choices=[
+            ("web", "Web"),
+            ("scholar", "Academic"),
+            ("social", "Social"),
+            ("finance", "Finance"),
+        ],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: answer without searching.",
+    )
+    recency = forms.ChoiceField(
+        label="Recency",
+        required=False,
+        choices=[
+            ("", "Any time"),
+            ("hour", "Past hour"),
+            ("day", "Past day"),
+            ("week", "Past week"),
+            ("month", "Past month"),
+            ("year", "Past year"),
+        ],
+    )
+    language = forms.RegexField(
+        label="Answer language",
+        regex=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?$",
+        max_length=20,
+        error_messages={"invalid": "Use a language code such as en-US, de or pt-BR."},
+    )
+    incognito = forms.BooleanField(
+        label="Incognito (keep searches out of your Perplexity library)", required=False
+    )
+
+    def __init__(self, *args, choices=(), tier: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.tier = tier
+        self.max_only = {c.slug for c in choices if c.tier == "max"}
+        self.fields["model"].choices = [
+            (c.slug, f"{c.label}{' · Max' if c.tier == 'max' else ''}") for c in choices
+        ]
+
+    def clean_model(self) -> str:
+        model = self.cleaned_data["model"]
+        if model in self.max_only and self.tier and self.tier not in ("max", "enterprise"):
+            raise forms.ValidationError("That model needs Perplexity Max; the linked account is Pro.")
+        return model

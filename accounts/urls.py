@@ -19,5 +19,7 @@ urlpatterns = [
         name="password",
     ),
     path("settings/", views.settings_page, name="settings"),
+    path("settings/perplexity/", views.perplexity, name="perplexity"),
+    path("settings/defaults/", views.search_defaults, name="defaults"),
     path("settings/household/<int:member_id>/remove/", views.remove_member, name="remove_member"),
 ]

@@ -9,12 +9,24 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, user_passes_test
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import ratelimit, services
-from accounts.forms import MemberForm, SetupForm, SignInForm
+from accounts.forms import (
+    ApiKeyForm,
+    CodeForm,
+    CookieForm,
+    DefaultsForm,
+    EmailForm,
+    MemberForm,
+    SetupForm,
+    SignInForm,
+    TotpForm,
+)
+from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
 from pplxweb.net import client_ip
 
 HOUR = timedelta(hours=1)
@@ -77,9 +89,7 @@ def setup(request: HttpRequest) -> HttpResponse:
             status = 429
         elif form.is_valid():
             try:
-                owner = services.create_owner(
-                    form.cleaned_data["username"], form.cleaned_data["password1"]
-                )
+                owner = services.create_owner(form.cleaned_data["username"], form.cleaned_data["password1"])
             except services.SetupClosed as exc:
                 raise Http404("This server already has an owner.") from exc
             login(request, owner, backend="django.contrib.auth.backends.ModelBackend")
@@ -92,10 +102,50 @@ def _is_owner(user) -> bool:
     return user.is_authenticated and user.is_superuser
 
 
+def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpResponse:
+    user = request.user
+    account = PerplexityAccount.objects.filter(user=user).first()
+    attempt = LinkAttempt.objects.filter(user=user).first()
+    defaults, _ = SearchDefaults.objects.get_or_create(user=user)
+    choices = services.model_choices()
+    context = {
+        "account": account,
+        "attempt": attempt,
+        "email_form": forms.get("email_form")
+        or EmailForm(initial={"email": account.email if account else ""}),
+        "code_form": forms.get("code_form") or CodeForm(),
+        "totp_form": forms.get("totp_form") or TotpForm(),
+        "cookie_form": forms.get("cookie_form") or CookieForm(),
+        "api_key_form": forms.get("api_key_form") or ApiKeyForm(),
+        "defaults_form": forms.get("defaults_form")
+        or DefaultsForm(
+            initial=_defaults_initial(defaults), choices=choices, tier=account.tier if account else ""
+        ),
+        "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
+        "member_form": forms.get("member_form") or MemberForm(),
+        "members": services.household(user) if _is_owner(user) else [],
+        "is_owner": _is_owner(user),
+        "shared_by_owner": PerplexityAccount.objects.filter(shared=True, user__is_superuser=True)
+        .exclude(user=user)
+        .exists(),
+    }
+    return render(request, "accounts/settings.html", context, status=status)
+
+
+def _defaults_initial(defaults: SearchDefaults) -> dict:
+    return {
+        "model": defaults.model,
+        "mode": defaults.mode,
+        "sources": [s for s in defaults.sources.split(",") if s],
+        "recency": defaults.recency,
+        "language": defaults.language,
+        "incognito": defaults.incognito,
+    }
+
+
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
-    """Settings: for the owner, the household (add and remove people)."""
-    member_form = MemberForm()
+    """Settings: the Perplexity link, search defaults, and for the owner the household."""
     if request.method == "POST" and "add_member" in request.POST:
         if not _is_owner(request.user):
             raise Http404
@@ -104,12 +154,109 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             member = member_form.save()
             messages.success(request, f"{member.get_username()} can now sign in.")
             return redirect("accounts:settings")
-    context = {
-        "member_form": member_form,
-        "members": services.household(request.user) if _is_owner(request.user) else [],
-        "is_owner": _is_owner(request.user),
-    }
-    return render(request, "accounts/settings.html", context)
+        return _render_settings(request, member_form=member_form)
+    return _render_settings(request)
+
+
+LINK_ACTIONS = {
+    "send_code": (EmailForm, "email_form"),
+    "verify_code": (CodeForm, "code_form"),
+    "verify_totp": (TotpForm, "totp_form"),
+    "cookies": (CookieForm, "cookie_form"),
+    "api_key": (ApiKeyForm, "api_key_form"),
+}
+
+
+@sensitive_post_parameters("code", "cookies", "api_key")
+@require_POST
+def perplexity(request: HttpRequest) -> HttpResponse:
+    """Every action of the Perplexity panel; the submit button's name says which."""
+    user = request.user
+    action = next(
+        (
+            name
+            for name in (*LINK_ACTIONS, "test", "unlink", "cancel", "remove_api_key", "share")
+            if name in request.POST
+        ),
+        "",
+    )
+    if not action:
+        return redirect("accounts:settings")
+    form = None
+    try:
+        if action in LINK_ACTIONS:
+            form_class, form_name = LINK_ACTIONS[action]
+            form = form_class(request.POST)
+            if not form.is_valid():
+                return _render_settings(request, **{form_name: form})
+            message = _link_action(user, action, form.cleaned_data)
+        else:
+            message = _panel_action(user, action, request.POST)
+    except services.LinkError as exc:
+        if form is None:
+            messages.error(request, exc.message)
+            return redirect(f"{reverse('accounts:settings')}#perplexity")
+        form.add_error(None, exc.message)
+        return _render_settings(request, show_fallback=exc.challenge, **{LINK_ACTIONS[action][1]: form})
+    messages.success(request, message)
+    return redirect(f"{reverse('accounts:settings')}#perplexity")
+
+
+def _link_action(user, action: str, data: dict) -> str:
+    if action == "send_code":
+        services.start_link(user, data["email"])
+        return "Perplexity has e-mailed you a code. Type it below."
+    if action == "verify_code":
+        if services.verify_code(user, data["code"]) == "totp":
+            return "Code accepted. Your account also asks for an authenticator code."
+        return "Perplexity account linked."
+    if action == "verify_totp":
+        services.verify_totp(user, data["code"])
+        return "Perplexity account linked."
+    if action == "cookies":
+        services.link_with_cookies(user, data["cookies"])
+        return "Perplexity account linked with your browser's cookies."
+    services.set_api_key(user, data["api_key"])
+    return "API key saved."
+
+
+def _panel_action(user, action: str, post) -> str:
+    if action == "test":
+        account = services.test_connection(user)
+        return f"Connection works: signed in as {account.email or 'your account'}."
+    if action == "unlink":
+        services.unlink(user)
+        return "Unlinked. The session and its cookies are erased."
+    if action == "cancel":
+        LinkAttempt.objects.filter(user=user).delete()
+        return "Linking cancelled; nothing was changed."
+    if action == "remove_api_key":
+        services.remove_api_key(user)
+        return "API key removed."
+    services.set_shared(user, post.get("share") == "on")
+    return "Household sharing updated."
+
+
+@require_POST
+def search_defaults(request: HttpRequest) -> HttpResponse:
+    account = PerplexityAccount.objects.filter(user=request.user).first()
+    form = DefaultsForm(request.POST, choices=services.model_choices(), tier=account.tier if account else "")
+    if not form.is_valid():
+        return _render_settings(request, defaults_form=form)
+    data = form.cleaned_data
+    SearchDefaults.objects.update_or_create(
+        user=request.user,
+        defaults={
+            "model": data["model"],
+            "mode": data["mode"],
+            "sources": ",".join(data["sources"]),
+            "recency": data["recency"],
+            "language": data["language"],
+            "incognito": data["incognito"],
+        },
+    )
+    messages.success(request, "Search defaults saved.")
+    return redirect(f"{reverse('accounts:settings')}#defaults")
 
 
 @require_POST

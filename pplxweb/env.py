@@ -52,9 +52,7 @@ def env_int(env: Environ, name: str, default: int, minimum: int = 0, maximum: in
     except ValueError:
         value = None
     if value is None or not minimum <= value <= maximum:
-        raise ConfigError(
-            f"{name} must be a whole number from {minimum} to {maximum}; got {raw!r}."
-        )
+        raise ConfigError(f"{name} must be a whole number from {minimum} to {maximum}; got {raw!r}.")
     return value
 
 
@@ -79,9 +77,7 @@ def env_url(env: Environ, name: str, default: str) -> str:
 
 # --- where to listen -------------------------------------------------------------------------
 
-BIND_RE = re.compile(
-    r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9.\-]+)):(?P<port>\d{1,5})$"
-)
+BIND_RE = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9.\-]+)):(?P<port>\d{1,5})$")
 
 
 @dataclass(frozen=True)
@@ -96,8 +92,7 @@ def env_bind(env: Environ, name: str = "PPLXWEB_BIND", default: str = "0.0.0.0:8
     port = int(match["port"]) if match else 0
     if not match or not 1 <= port <= 65535:
         raise ConfigError(
-            f"{name} must be HOST:PORT, for example 0.0.0.0:8000, 127.0.0.1:8000 or [::]:8000; "
-            f"got {raw!r}."
+            f"{name} must be HOST:PORT, for example 0.0.0.0:8000, 127.0.0.1:8000 or [::]:8000; got {raw!r}."
         )
     return Bind(host=match["v6"] or match["host"], port=port)
 
@@ -105,9 +100,7 @@ def env_bind(env: Environ, name: str = "PPLXWEB_BIND", default: str = "0.0.0.0:8
 # --- networks --------------------------------------------------------------------------------
 
 
-def env_networks(
-    env: Environ, name: str
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+def env_networks(env: Environ, name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     networks = []
     for item in env_list(env, name):
         try:
@@ -144,9 +137,7 @@ def _ipv4_from_interfaces() -> set[str]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for _, name in socket.if_nameindex():
             try:
-                packed = fcntl.ioctl(
-                    sock.fileno(), siocgifaddr, struct.pack("256s", name[:15].encode())
-                )
+                packed = fcntl.ioctl(sock.fileno(), siocgifaddr, struct.pack("256s", name[:15].encode()))
             except OSError:
                 continue
             found.add(socket.inet_ntoa(packed[20:24]))
@@ -224,8 +215,7 @@ def data_dir(env: Environ, base: Path) -> Path:
         ) from None
     if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(
-            f"PPLXWEB_DATA_DIR ({path}) is not a writable folder. "
-            "Point it at a folder this user may write."
+            f"PPLXWEB_DATA_DIR ({path}) is not a writable folder. Point it at a folder this user may write."
         )
     return path
 
@@ -282,9 +272,7 @@ def _read_secret(path: Path) -> str:
     except OSError as exc:
         raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from None
     if not value:
-        raise ConfigError(
-            f"{path} is empty; delete it to generate a new one or restore it from a backup."
-        )
+        raise ConfigError(f"{path} is empty; delete it to generate a new one or restore it from a backup.")
     return value
 
 

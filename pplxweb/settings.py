@@ -116,9 +116,7 @@ else:
                     "PRAGMA temp_store=MEMORY;PRAGMA foreign_keys=ON;"
                 ),
             },
-            "TEST": {
-                "NAME": ENV.get("PPLXWEB_TEST_DATABASE_NAME") or str(DATA_DIR / "test-db.sqlite3")
-            },
+            "TEST": {"NAME": ENV.get("PPLXWEB_TEST_DATABASE_NAME") or str(DATA_DIR / "test-db.sqlite3")},
         }
     }
 # A test server subprocess is pointed at the test database with this (see tests/conftest.py).
@@ -220,17 +218,13 @@ USE_TZ = True
 
 # --- logging -----------------------------------------------------------------------------------
 
-LOG_LEVEL = env_choice(
-    ENV, "PPLXWEB_LOG_LEVEL", "info", ("debug", "info", "warning", "error")
-).upper()
+LOG_LEVEL = env_choice(ENV, "PPLXWEB_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact": {"()": "pplxweb.logging.RedactSecrets"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
-    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "pplxweb": {"level": LOG_LEVEL},

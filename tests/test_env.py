@@ -52,9 +52,7 @@ def test_environment_wins_over_file_and_file_over_data_dir(tmp_path):
     secret_file.write_text("key-from-file\n")
     both = {"PPLXWEB_SECRET_KEY": "key-from-env", "PPLXWEB_SECRET_KEY_FILE": str(secret_file)}
     assert env.secret_key(both, tmp_path) == "key-from-env"
-    assert (
-        env.secret_key({"PPLXWEB_SECRET_KEY_FILE": str(secret_file)}, tmp_path) == "key-from-file"
-    )
+    assert env.secret_key({"PPLXWEB_SECRET_KEY_FILE": str(secret_file)}, tmp_path) == "key-from-file"
     assert not (tmp_path / "secret_key").exists()  # nothing generated when one was given
     fernet_key = Fernet.generate_key().decode()
     assert env.field_keys({"PPLXWEB_FIELD_KEYS": fernet_key}, tmp_path) == [fernet_key]

@@ -55,9 +55,7 @@ async def test_websocket_without_a_session_is_refused():
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_with_a_session_is_accepted(owner):
     cookie = await session_cookie_for(owner)
-    comm = WebsocketCommunicator(
-        application, "/ws/search/", headers=[ORIGIN, (b"cookie", cookie.encode())]
-    )
+    comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN, (b"cookie", cookie.encode())])
     connected, _ = await comm.connect()
     assert connected
     await comm.send_to(text_data=json.dumps({"q": "hello"}))

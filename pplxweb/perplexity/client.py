@@ -185,8 +185,7 @@ class PerplexityClient:
         token = token if isinstance(token, str) and token else jar.session_token(self.cookies)
         if not token:
             raise SignInError(
-                "Perplexity accepted the code but sent no session. "
-                "Try again, or use the cookie fallback."
+                "Perplexity accepted the code but sent no session. Try again, or use the cookie fallback."
             )
         return CodeResult(token=token)
 
@@ -201,9 +200,7 @@ class PerplexityClient:
         if is_json(response) and response.status_code < 400:
             body = json_body(response)
             if body.get("error"):
-                raise SignInError(
-                    "Perplexity did not accept that authenticator code. Type the current one."
-                )
+                raise SignInError("Perplexity did not accept that authenticator code. Type the current one.")
             if isinstance(body.get("token"), str) and body["token"]:
                 return body["token"]
             if isinstance(body.get("redirect"), str):

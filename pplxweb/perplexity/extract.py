@@ -75,8 +75,7 @@ def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Resu
         model=model,
         downgraded=bool(asked)
         and asked != ANONYMOUS_MODEL
-        and ANONYMOUS_MODEL
-        in (_str(top.get("display_model")), _str(top.get("user_selected_model"))),
+        and ANONYMOUS_MODEL in (_str(top.get("display_model")), _str(top.get("user_selected_model"))),
         backend_uuid=_str(top.get("backend_uuid")),
         read_write_token=_str(top.get("read_write_token")),
         thread_url_slug=_str(top.get("thread_url_slug")),
@@ -159,9 +158,7 @@ def _workflow_text(doc: Any) -> str:
                 continue
             text = _str(text_payload.get("text"))
             chunks = text_payload.get("chunks")
-            joined = (
-                "".join(c for c in chunks if isinstance(c, str)) if isinstance(chunks, list) else ""
-            )
+            joined = "".join(c for c in chunks if isinstance(c, str)) if isinstance(chunks, list) else ""
             best = joined if len(joined) > len(text) else text  # chunks can run ahead of `text`
             if best:
                 texts.append(best)
@@ -275,9 +272,7 @@ def _sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
         block = snapshot.blocks[usage]
         if block.kind == "sources_mode_block" and isinstance(block.doc, dict):
             candidates += _list(block.doc.get("web_results"))
-            candidates += [
-                r.get("web_result") for r in _list(block.doc.get("rows")) if isinstance(r, dict)
-            ]
+            candidates += [r.get("web_result") for r in _list(block.doc.get("rows")) if isinstance(r, dict)]
     if final:
         candidates += _list(final.get("web_results"))
     candidates += _list(snapshot.top.get("sources_list"))
@@ -299,9 +294,7 @@ def _list(value: Any) -> list:
 
 
 def _related(top: dict) -> list[str]:
-    related = [
-        q.strip() for q in _list(top.get("related_queries")) if isinstance(q, str) and q.strip()
-    ]
+    related = [q.strip() for q in _list(top.get("related_queries")) if isinstance(q, str) and q.strip()]
     if not related:
         related = [
             _str(item.get("text")).strip()

@@ -54,9 +54,10 @@ def json_body(response: httpx.Response) -> dict:
 def looks_like_challenge(response: httpx.Response) -> bool:
     if response.headers.get("cf-mitigated", "").lower() == "challenge":
         return True
-    if "text/html" not in response.headers.get("content-type", "").lower() and response.content[
-        :1
-    ] in (b"{", b"["):
+    if "text/html" not in response.headers.get("content-type", "").lower() and response.content[:1] in (
+        b"{",
+        b"[",
+    ):
         return False
     text = response.content[:ERROR_BODY_LIMIT].decode("utf-8", "replace").lower()
     return any(marker in text for marker in CF_MARKERS)
@@ -77,9 +78,7 @@ def check_response(response: httpx.Response) -> None:
     if status == 403:
         body = json_body(response)
         if body.get("error_code") == "USAGE_QUOTA_FEATURE_DISABLED":
-            raise AuthError(
-                "Perplexity says this account may not use that feature (quota disabled)."
-            )
+            raise AuthError("Perplexity says this account may not use that feature (quota disabled).")
         raise AuthError()
     if status == 429 or json_body(response).get("error_code") == "FREE_TIER_RATE_LIMITED":
         raise RateLimited(retry_after(response))
@@ -95,11 +94,7 @@ def sign_in_check(response: httpx.Response, refused: str) -> None:
     """Sign-in failures carry Perplexity's own words (`text`, `error_code`) when it gave any."""
     if response.status_code < 400:
         return
-    if (
-        response.status_code in (403, 429)
-        or looks_like_challenge(response)
-        or response.status_code >= 500
-    ):
+    if response.status_code in (403, 429) or looks_like_challenge(response) or response.status_code >= 500:
         check_response(response)
     body = json_body(response)
     reason = body.get("text") or body.get("error") or body.get("error_code") or body.get("message")

@@ -83,9 +83,7 @@ class AskStream:
                 async for snapshot in inner:
                     yield snapshot
         except TimeoutError:
-            raise Timeout(
-                "Perplexity took too long to finish this answer; what arrived is kept."
-            ) from None
+            raise Timeout("Perplexity took too long to finish this answer; what arrived is kept.") from None
         finally:
             await inner.aclose()  # a generator left early is not closed by itself
 
@@ -140,12 +138,7 @@ class AskStream:
             self.skipped = parser.skipped
             client.remember_cookies(response)
             await response.aclose()
-            if (
-                not self.snapshot.completed
-                and not self.snapshot.failed
-                and not self.cut
-                and self.ended
-            ):
+            if not self.snapshot.completed and not self.snapshot.failed and not self.cut and self.ended:
                 self.cut = "The answer stopped before Perplexity finished it."
 
     def _merge(self, events: list, to_event: Any) -> bool:
@@ -197,9 +190,7 @@ def api_event(data: dict) -> dict | None:
     if isinstance(data.get("model"), str):
         event["display_model"] = data["model"]
     if isinstance(data.get("error"), dict):
-        event.update(
-            status="FAILED", error_message=str(data["error"].get("message") or "API error")
-        )
+        event.update(status="FAILED", error_message=str(data["error"].get("message") or "API error"))
     if blocks:
         event["blocks"] = blocks
     return event or None

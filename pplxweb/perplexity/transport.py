@@ -80,9 +80,7 @@ class CurlTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status_code=response.status_code,
             headers=[
-                (k, v or "")
-                for k, v in response.headers.multi_items()
-                if k.lower() not in DROP_RESPONSE
+                (k, v or "") for k, v in response.headers.multi_items() if k.lower() not in DROP_RESPONSE
             ],
             stream=_CurlStream(response, request),
             request=request,

@@ -111,9 +111,7 @@ def test_sign_in_and_out(client, owner):
 
 def test_sign_in_is_rate_limited_per_user_name_with_a_retry_time(client, owner, settings):
     for _ in range(settings.LOGIN_RATE_PER_USER):
-        response = client.post(
-            reverse("accounts:login"), {"username": "owner", "password": "wrong"}
-        )
+        response = client.post(reverse("accounts:login"), {"username": "owner", "password": "wrong"})
         assert response.status_code == 200
     response = client.post(reverse("accounts:login"), {"username": "owner", "password": PASSWORD})
     assert response.status_code == 429

@@ -87,9 +87,7 @@ def main() -> None:
     for n in (base, base * 5):
         count, seconds, peak, answer = measure(n)
         times[n] = seconds
-        print(
-            f"{count:>8} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {answer / 1024:>10.0f}"
-        )
+        print(f"{count:>8} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {answer / 1024:>10.0f}")
     print(f"5x the events took {times[base * 5] / times[base]:.2f}x the time (target: at most 6x)")
 
 

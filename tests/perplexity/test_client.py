@@ -214,10 +214,7 @@ async def test_session_info_signed_in_and_out(mock):
             "max",
             "2027-01-01T00:00:00Z",
         )
-        assert (
-            f"__Secure-next-auth.session-token={TOKEN}"
-            in route.calls.last.request.headers["cookie"]
-        )
+        assert f"__Secure-next-auth.session-token={TOKEN}" in route.calls.last.request.headers["cookie"]
         route.respond(json={})
         with pytest.raises(AuthError, match="signed out"):
             await c.session_info()
@@ -350,9 +347,7 @@ async def test_the_rotated_session_cookie_is_kept(mock):
             "Cloudflare",
         ),
         (
-            httpx.Response(
-                200, text="<html>maintenance</html>", headers={"content-type": "text/html"}
-            ),
+            httpx.Response(200, text="<html>maintenance</html>", headers={"content-type": "text/html"}),
             ProtocolError,
             "web page",
         ),
@@ -452,9 +447,7 @@ async def test_a_connection_dropped_mid_answer_keeps_the_partial_answer(mock):
 
 async def test_a_stall_is_a_timeout_and_the_partial_answer_stays(mock):
     body = sse(answer_stream(["Hello"], complete=False), end=False)
-    ask_route(mock).mock(
-        return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=5))
-    )
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=5)))
     async with client(timeouts=Timeouts(read_gap=0.2)) as c:
         stream = c.ask(AskRequest("q"))
         with pytest.raises(Timeout, match="sent nothing for"):
@@ -465,9 +458,7 @@ async def test_a_stall_is_a_timeout_and_the_partial_answer_stays(mock):
 async def test_a_stream_that_never_ends_hits_the_overall_cap(mock):
     body = sse(answer_stream(["x"], complete=False), end=False)
     chunks = [body] + [b": ping\n\n"] * 1000
-    ask_route(mock).mock(
-        return_value=httpx.Response(200, headers=SSE, stream=Stream(chunks, pause=0.01))
-    )
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream(chunks, pause=0.01)))
     async with client(timeouts=Timeouts(read_gap=1, overall=0.3)) as c:
         with pytest.raises(Timeout, match="too long"):
             await collect(c.ask(AskRequest("q")))
@@ -475,9 +466,7 @@ async def test_a_stream_that_never_ends_hits_the_overall_cap(mock):
 
 async def test_after_completed_a_missing_end_of_stream_does_not_hang(mock):
     body = sse(answer_stream(["done"]), end=False)
-    ask_route(mock).mock(
-        return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=10))
-    )
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=10)))
     async with client(timeouts=Timeouts(read_gap=10, drain=0.1)) as c:
         stream = c.ask(AskRequest("q"))
         await asyncio.wait_for(collect(stream), 3)

@@ -114,11 +114,7 @@ def test_structured_usage_picks_the_block():
 
 
 def test_workflow_chunks_ahead_of_text_win():
-    wf = {
-        "steps": [
-            {"items": [{"payload": {"text_payload": {"text": "Hel", "chunks": ["Hel", "lo"]}}}]}
-        ]
-    }
+    wf = {"steps": [{"items": [{"payload": {"text_payload": {"text": "Hel", "chunks": ["Hel", "lo"]}}}]}]}
     r = run(
         [
             {
@@ -135,9 +131,7 @@ def test_final_text_answer_as_a_dict_and_as_plain_text():
         [
             {
                 "step_type": "FINAL",
-                "content": {
-                    "answer": json.dumps({"answer": "A", "web_results": [result(1)], "chunks": []})
-                },
+                "content": {"answer": json.dumps({"answer": "A", "web_results": [result(1)], "chunks": []})},
             }
         ]
     )
@@ -167,9 +161,7 @@ def test_sources_are_deduplicated_and_non_web_hits_dropped():
 
 def test_related_questions_from_either_field():
     assert run([{"related_queries": ["a", " ", "a", "b"]}]).related == ["a", "b"]
-    assert run(
-        [{"related_query_items": [{"text": "x", "type": "DEFAULT"}, {"bad": 1}]}]
-    ).related == ["x"]
+    assert run([{"related_query_items": [{"text": "x", "type": "DEFAULT"}, {"bad": 1}]}]).related == ["x"]
 
 
 def test_progress_steps_from_plan_and_search_steps():

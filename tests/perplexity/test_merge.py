@@ -89,11 +89,7 @@ def test_the_full_answer_field_wins_when_it_is_ahead():
 
 
 def diff(usage: str, field: str, *patches: dict) -> dict:
-    return {
-        "blocks": [
-            {"intended_usage": usage, "diff_block": {"field": field, "patches": list(patches)}}
-        ]
-    }
+    return {"blocks": [{"intended_usage": usage, "diff_block": {"field": field, "patches": list(patches)}}]}
 
 
 def test_diff_block_with_empty_path_replaces_the_document():
@@ -149,9 +145,7 @@ def test_failing_patches_are_counted_and_the_rest_applies():
 
 
 def test_a_patch_against_a_missing_block_starts_from_an_empty_document():
-    s = snap(
-        diff("web_results", "web_result_block", {"op": "add", "path": "/web_results", "value": []})
-    )
+    s = snap(diff("web_results", "web_result_block", {"op": "add", "path": "/web_results", "value": []}))
     assert s.block("web_results").doc == {"web_results": []}
     s = snap(
         diff(

@@ -43,9 +43,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Encoding", "gzip")
             self.send_header("Content-Length", str(len(payload)))
-            self.send_header(
-                "Set-Cookie", "__Secure-next-auth.session-token=ROTATED; Path=/; HttpOnly"
-            )
+            self.send_header("Set-Cookie", "__Secure-next-auth.session-token=ROTATED; Path=/; HttpOnly")
             self.end_headers()
             self.wfile.write(payload)
             return None

@@ -41,9 +41,7 @@ class Checker(HTMLParser):
                 "srcdoc",
             )
             allowed_style = (
-                name == "style"
-                and tag in ("th", "td")
-                and re.fullmatch(r"text-align:\s*\w+;?", value)
+                name == "style" and tag in ("th", "td") and re.fullmatch(r"text-align:\s*\w+;?", value)
             )
             if risky and not allowed_style:
                 self.problems.append(f"attribute {name} on {tag}")
@@ -151,9 +149,7 @@ def test_link_reference_definitions_are_not_honoured():
 
 
 def test_tables_code_and_lists_are_kept():
-    html = render_answer(
-        "| a | b |\n|:--|--:|\n| 1 | 2 |\n\n```python\nx = 1\n```\n\n1. one\n2. two", []
-    )
+    html = render_answer("| a | b |\n|:--|--:|\n| 1 | 2 |\n\n```python\nx = 1\n```\n\n1. one\n2. two", [])
     assert "<table>" in html and 'style="text-align:left"' in html.replace(": ", ":")
     assert '<pre class="highlight"><code><span class="n">x</span>' in html
     assert "<ol>" in html
@@ -169,9 +165,7 @@ def test_sources_list_escapes_and_drops_bad_links():
     assert "javascript" not in html
     assert (
         problems(
-            html.replace(' target="_blank"', "")
-            .replace(' id="source-1"', "")
-            .replace(' id="source-2"', "")
+            html.replace(' target="_blank"', "").replace(' id="source-1"', "").replace(' id="source-2"', "")
         )
         == []
     )
@@ -180,9 +174,7 @@ def test_sources_list_escapes_and_drops_bad_links():
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.text(
-        alphabet=st.sampled_from(
-            list("<>[]()!`*_-#|:\"'=/\\ \n\tjavascriptonerrorhttps.&;1234\u202e")
-        )
+        alphabet=st.sampled_from(list("<>[]()!`*_-#|:\"'=/\\ \n\tjavascriptonerrorhttps.&;1234\u202e"))
         | st.characters(),
         max_size=300,
     )
@@ -194,11 +186,7 @@ def test_rendering_never_emits_anything_executable_for_any_input(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from([*PAYLOADS, "**b**", "[1]", "\n\n", "https://x.example", "`c`"]), max_size=8
-    )
-)
+@given(st.lists(st.sampled_from([*PAYLOADS, "**b**", "[1]", "\n\n", "https://x.example", "`c`"]), max_size=8))
 def test_payload_mixtures_stay_safe(parts):
     html = render_answer(" ".join(parts), SOURCES)
     assert problems(html) == []

@@ -42,11 +42,7 @@ def replay(handle: BinaryIO) -> Result:
         return Result(**{**result.__dict__, "status": "failed", "error": exc.message})
     result = extract(snapshot, ended=True)
     if snapshot.events == 0 and head.lstrip()[:1] == b"<":
-        page = (
-            "a Cloudflare challenge"
-            if b"cdn-cgi" in head or b"Just a moment" in head
-            else "a web page"
-        )
+        page = "a Cloudflare challenge" if b"cdn-cgi" in head or b"Just a moment" in head else "a web page"
         message = f"This is {page}, not an answer stream."
         return Result(**{**result.__dict__, "status": "failed", "error": message})
     return result

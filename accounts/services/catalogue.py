@@ -1,0 +1,84 @@
+"""The model catalogue: fetched from Perplexity after linking and then daily, cached in the
+database, with a shipped copy for before the first fetch."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+from pathlib import Path
+
+from django.utils import timezone
+
+from accounts.models import ModelCatalogue
+
+log = logging.getLogger(__name__)
+FALLBACK = Path(__file__).resolve().parent.parent / "data" / "models_fallback.json"
+MAX_AGE = timedelta(days=1)
+BEST = "pplx_pro"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    slug: str
+    label: str
+    tier: str  # "pro" or "max"
+
+
+@cache
+def _fallback() -> dict:
+    return json.loads(FALLBACK.read_text())
+
+
+def catalogue() -> dict:
+    row = ModelCatalogue.objects.order_by("-fetched_at").first()
+    return row.data if row else _fallback()
+
+
+def stale() -> bool:
+    row = ModelCatalogue.objects.order_by("-fetched_at").first()
+    return row is None or timezone.now() - row.fetched_at > MAX_AGE
+
+
+def save_catalogue(data: dict) -> None:
+    ModelCatalogue.objects.all().delete()
+    ModelCatalogue.objects.create(data=data, fetched_at=timezone.now())
+
+
+def model_choices(data: dict | None = None) -> list[ModelChoice]:
+    """Search models a person can pick: Best, then each picker slot (and its thinking twin)."""
+    data = data or catalogue()
+    models = data.get("models") if isinstance(data.get("models"), dict) else {}
+    slots = data.get("config") or data.get("search_config") or []
+    choices = [ModelChoice(BEST, "Best (Perplexity picks)", "pro")]
+    seen = {BEST}
+    for slot in slots if isinstance(slots, list) else []:
+        if not isinstance(slot, dict):
+            continue
+        tier = "max" if slot.get("subscription_tier") == "max" else "pro"
+        label = str(slot.get("label") or "")
+        for key, suffix in (("non_reasoning_model", ""), ("reasoning_model", " (thinking)")):
+            slug = slot.get(key)
+            info = models.get(slug) if isinstance(slug, str) else None
+            if not isinstance(info, dict) or info.get("mode") != "search" or slug in seen:
+                continue
+            seen.add(slug)
+            choices.append(ModelChoice(slug, f"{label or info.get('label') or slug}{suffix}", tier))
+    return choices
+
+
+async def refresh_catalogue(client) -> bool:
+    """Fetch and store the catalogue with a linked client; False (logged) when it fails."""
+    from asgiref.sync import sync_to_async
+
+    from pplxweb.perplexity.errors import PerplexityError
+
+    try:
+        data = await client.models()
+    except PerplexityError as exc:
+        log.warning("model catalogue not refreshed: %s", exc.message)
+        return False
+    await sync_to_async(save_catalogue)(data)
+    return True
