@@ -54,6 +54,7 @@ class EmailForm(forms.Form):
 class CodeForm(forms.Form):
     code = forms.CharField(
         label="Code from the e-mail",
+        required=False,  # the service says what is missing, in its own words
         max_length=20_000,  # longer input is refused by the service with a sentence, not a 400
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True}),
     )
@@ -62,6 +63,7 @@ class CodeForm(forms.Form):
 class TotpForm(forms.Form):
     code = forms.CharField(
         label="Authenticator code",
+        required=False,
         max_length=20_000,
         widget=forms.TextInput(
             attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "autofocus": True}

@@ -121,6 +121,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         or DefaultsForm(
             initial=_defaults_initial(defaults), choices=choices, tier=account.tier if account else ""
         ),
+        "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
         "members": services.household(user) if _is_owner(user) else [],
@@ -162,8 +163,8 @@ LINK_ACTIONS = {
     "send_code": (EmailForm, "email_form"),
     "verify_code": (CodeForm, "code_form"),
     "verify_totp": (TotpForm, "totp_form"),
-    "cookies": (CookieForm, "cookie_form"),
-    "api_key": (ApiKeyForm, "api_key_form"),
+    "link_cookies": (CookieForm, "cookie_form"),
+    "save_api_key": (ApiKeyForm, "api_key_form"),
 }
 
 
@@ -196,8 +197,7 @@ def perplexity(request: HttpRequest) -> HttpResponse:
         if form is None:
             messages.error(request, exc.message)
             return redirect(f"{reverse('accounts:settings')}#perplexity")
-        form.add_error(None, exc.message)
-        return _render_settings(request, show_fallback=exc.challenge, **{LINK_ACTIONS[action][1]: form})
+        return _render_settings(request, show_fallback=exc.challenge, link_error=exc.message)
     messages.success(request, message)
     return redirect(f"{reverse('accounts:settings')}#perplexity")
 
@@ -213,7 +213,7 @@ def _link_action(user, action: str, data: dict) -> str:
     if action == "verify_totp":
         services.verify_totp(user, data["code"])
         return "Perplexity account linked."
-    if action == "cookies":
+    if action == "link_cookies":
         services.link_with_cookies(user, data["cookies"])
         return "Perplexity account linked with your browser's cookies."
     services.set_api_key(user, data["api_key"])

@@ -1,19 +1,9 @@
-"""Shared fixtures. The suite never touches the checkout's ./data: it gets its own data dir."""
+"""Shared fixtures. The environment of the run is set in tests/settings.py."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-
-# Before Django reads its settings (pytest-django loads this file first).
-os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-test-"))
-# WhiteNoise looks for STATIC_ROOT when the app is built; collectstatic fills it below.
-os.makedirs(os.path.join(os.environ["PPLXWEB_DATA_DIR"], "static"), exist_ok=True)
-for name in ("PPLXWEB_ADMIN_USER", "PPLXWEB_ADMIN_PASSWORD", "PPLXWEB_DEBUG", "PPLXWEB_HTTPS"):
-    os.environ.pop(name, None)
-
-import pytest  # noqa: E402
-from asgiref.sync import sync_to_async  # noqa: E402
+import pytest
+from asgiref.sync import sync_to_async
 
 PASSWORD = "correct horse battery"
 

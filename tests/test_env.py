@@ -148,6 +148,7 @@ def test_trusted_proxies_must_be_addresses():
 def _manage(*args: str, **extra: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PPLXWEB_")}
     environ["PPLXWEB_DATA_DIR"] = os.environ["PPLXWEB_DATA_DIR"]
+    environ["DJANGO_SETTINGS_MODULE"] = "pplxweb.settings"
     environ.update(extra)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
