@@ -1,19 +1,159 @@
+"""The live search socket: validate, start runs, relay their fragments, stop them.
+
+Thin by design: authentication happens in connect() (before accept), every message is checked
+with the same SearchForm as the HTTP path, and the run itself is a task that outlives the socket.
+"""
+
 from __future__ import annotations
 
+import json
+import logging
+
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.http import Http404, QueryDict
+from django.template.loader import render_to_string
+
+from search import runner, services
+from search.display import entry_html, new_entry_fragment
+from search.forms import SearchForm
+from search.models import Entry
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE = 64 * 1024
+
+
+def _as_querydict(data: dict) -> QueryDict:
+    query = QueryDict(mutable=True)
+    for key, value in data.items():
+        if key == "HEADERS":
+            continue
+        values = value if isinstance(value, list) else [value]
+        query.setlist(key, [v if isinstance(v, str) else json.dumps(v) for v in values if v is not None])
+    return query
 
 
 class SearchConsumer(AsyncWebsocketConsumer):
-    """The live search socket. Only signed-in people get in; the origin was checked in asgi.py."""
-
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
+        self.user = user
+        self.watching: set[int] = set()
         await self.accept()
+        query = QueryDict(self.scope.get("query_string", b"").decode())
+        if query.get("thread", "").isdigit():
+            await self.watch_thread(int(query["thread"]))
+
+    async def disconnect(self, code: int) -> None:
+        for entry_id in getattr(self, "watching", ()):
+            await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        # Searching over the socket arrives with the live-search work; until then messages are
-        # accepted and dropped.
-        return
+        if text_data is None or len(text_data) > MAX_MESSAGE:
+            await self.error("That message is too large (at most 64 KB); nothing was started.")
+            return
+        try:
+            data = json.loads(text_data)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            await self.error("pplxweb could not read that message; nothing was started.")
+            return
+        action = data.get("action")
+        if action == "stop":
+            await self.stop(data.get("entry"))
+        elif action == "watch":
+            await self.watch_thread(data.get("thread"))
+        else:
+            await self.search(data)
+
+    # --- actions --------------------------------------------------------------------------------
+
+    async def search(self, data: dict) -> None:
+        form = SearchForm(_as_querydict(data))
+        prepared = await database_sync_to_async(self._prepare)(form)
+        if isinstance(prepared, str):
+            await self.error(prepared)
+            return
+        entry, request = prepared
+        await self.follow(entry.pk)
+        await self.send(text_data=await database_sync_to_async(new_entry_fragment)(entry))
+        runner.launch(entry, self.user, request)
+
+    def _prepare(self, form: SearchForm):
+        if not form.is_valid():
+            return " ".join(str(e) for errors in form.errors.values() for e in errors)
+        try:
+            entry = services.start_search(
+                self.user,
+                form.cleaned_data["q"],
+                form.options(services.defaults_for(self.user)),
+                form.cleaned_data.get("thread"),
+            )
+        except services.SearchRefused as exc:
+            return exc.message
+        except Http404:
+            return "That conversation was not found."
+        return entry, runner.build_request(entry)
+
+    async def stop(self, entry_id) -> None:
+        entry = await self._own_entry(entry_id)
+        if entry is None:
+            await self.error("That answer was not found.")
+            return
+        if entry.running:
+            await self.channel_layer.group_send(runner.control_group(entry.pk), {"type": "run.stop"})
+
+    async def watch_thread(self, thread_id) -> None:
+        entries = await database_sync_to_async(self._thread_entries)(thread_id)
+        if entries is None:
+            await self.error("That conversation was not found.")
+            return
+        for entry in entries:
+            await self.follow(entry.pk)
+            # what the database has now, then the run (wherever it is) sends its full state
+            await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
+            await self.channel_layer.group_send(
+                runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
+            )
+
+    def _thread_entries(self, thread_id) -> list[Entry] | None:
+        try:
+            thread = services.thread_for(self.user, int(thread_id))
+        except (Http404, TypeError, ValueError):
+            return None
+        services.sweep_interrupted()
+        return list(thread.entries.filter(status=Entry.Status.RUNNING))
+
+    async def _own_entry(self, entry_id) -> Entry | None:
+        def get():
+            try:
+                return services.entry_for(self.user, int(entry_id))
+            except (Http404, TypeError, ValueError):
+                return None
+
+        return await database_sync_to_async(get)()
+
+    async def follow(self, entry_id: int) -> None:
+        if entry_id not in self.watching:
+            self.watching.add(entry_id)
+            await self.channel_layer.group_add(runner.group(entry_id), self.channel_name)
+
+    async def error(self, message: str) -> None:
+        await self.send(text_data=render_to_string("search/error_fragment.html", {"message": message}))
+
+    # --- group messages -------------------------------------------------------------------------
+
+    async def entry_fragment(self, event: dict) -> None:
+        await self.send(text_data=event["html"])
+
+
+def _replace_entry(entry: Entry) -> str:
+    html = entry_html(entry)
+    return html.replace(
+        f'<article class="entry" id="entry-{entry.pk}"',
+        f'<article class="entry" id="entry-{entry.pk}" hx-swap-oob="true"',
+        1,
+    )

@@ -1,12 +1,130 @@
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from channels.db import database_sync_to_async
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from search import runner, services
+from search.display import entry_context
+from search.forms import SearchForm
+from search.models import Entry, Thread
 
 
+def _form(user, initial_q: str = "", thread: Thread | None = None) -> SearchForm:
+    defaults = services.defaults_for(user)
+    return SearchForm(
+        initial={
+            "q": initial_q,
+            "thread": thread.pk if thread else None,
+            "model": defaults.model,
+            "mode": defaults.mode,
+            "sources": [s for s in defaults.sources.split(",") if s],
+            "recency": defaults.recency,
+            "language": defaults.language,
+            "incognito": defaults.incognito,
+        }
+    )
+
+
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "search/home.html")
+    """The search box. `?q=` pre-fills it; the page's script then asks over the socket (which
+    checks the origin), so a link from another site cannot spend anybody's searches."""
+    question = request.GET.get("q", "")[:8000]
+    return render(
+        request,
+        "search/home.html",
+        {"form": _form(request.user, question), "autoask": bool(question.strip())},
+    )
 
 
+@require_POST
+async def ask(request: HttpRequest) -> HttpResponse:
+    """The same search without JavaScript: start it, then show its thread (which refreshes)."""
+    user = await request.auser()
+    form = SearchForm(request.POST)
+    prepared = await database_sync_to_async(_start)(user, form)
+    if prepared is None:
+        return await database_sync_to_async(_invalid)(request, user, form)
+    entry, upstream_request = prepared
+    runner.launch(entry, user, upstream_request)
+    return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
+
+
+def _start(user, form: SearchForm):
+    """(entry, upstream request), or None with the reason added to the form."""
+    if not form.is_valid():
+        return None
+    try:
+        entry = services.start_search(
+            user,
+            form.cleaned_data["q"],
+            form.options(services.defaults_for(user)),
+            form.cleaned_data.get("thread"),
+        )
+    except services.SearchRefused as exc:
+        form.add_error(None, exc.message)
+        return None
+    return entry, runner.build_request(entry)
+
+
+def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
+    """The same page again with the errors beside the box (status 200, as htmx wants)."""
+    thread_id = str(form.data.get("thread", ""))
+    thread = Thread.objects.filter(pk=thread_id, user=user).first() if thread_id.isdigit() else None
+    if thread is None:
+        return render(request, "search/home.html", {"form": form})
+    return render(request, "search/thread.html", {**_thread_context(user, thread), "form": form})
+
+
+def _thread_context(user, thread: Thread) -> dict:
+    services.sweep_interrupted()
+    entries = list(thread.entries.all())
+    return {
+        "thread": thread,
+        "items": [entry_context(e) for e in entries],
+        "running": any(e.status == Entry.Status.RUNNING for e in entries),
+    }
+
+
+@require_GET
+def thread(request: HttpRequest, pk: int) -> HttpResponse:
+    """A conversation, every turn from the database; live over the socket while one runs."""
+    thread = services.thread_for(request.user, pk)
+    context = _thread_context(request.user, thread)
+    context["form"] = _form(request.user, thread=thread)
+    return render(request, "search/thread.html", context)
+
+
+@require_POST
+async def stop(request: HttpRequest, pk: int) -> HttpResponse:
+    user = await request.auser()
+    try:
+        entry = await database_sync_to_async(services.entry_for)(user, pk)
+    except Http404:
+        raise
+    if entry.running:
+        from channels.layers import get_channel_layer
+
+        await get_channel_layer().group_send(runner.control_group(entry.pk), {"type": "run.stop"})
+        messages.info(request, "Stopping; what arrived so far is kept.")
+    return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
+
+
+@require_GET
 def history(request: HttpRequest) -> HttpResponse:
-    return render(request, "search/history.html")
+    threads = Thread.objects.filter(user=request.user).order_by("-updated")[:50]
+    return render(request, "search/history.html", {"threads": threads})
+
+
+@login_not_required
+@require_GET
+def opensearch(request: HttpRequest) -> HttpResponse:
+    base = request.build_absolute_uri("/")
+    return render(
+        request, "search/opensearch.xml", {"base": base}, content_type="application/opensearchdescription+xml"
+    )

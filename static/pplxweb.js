@@ -1,10 +1,55 @@
 // pplxweb: the little JavaScript the pages use. Everything works without it.
 "use strict";
+
 document.addEventListener("keydown", (event) => {
   // "/" focuses the search box from anywhere, unless the person is typing somewhere.
   if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
   const target = event.target;
-  if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target.isContentEditable) return;
-  const box = document.getElementById("q");
+  if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement || target.isContentEditable) return;
+  const box = document.getElementById("id_q");
   if (box) { event.preventDefault(); box.focus(); }
+});
+
+document.addEventListener("keydown", (event) => {
+  // Enter asks, Shift+Enter makes a new line.
+  const box = event.target;
+  if (!(box instanceof HTMLTextAreaElement) || box.id !== "id_q") return;
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    box.form.requestSubmit();
+  }
+});
+
+// Elapsed time of running answers.
+setInterval(() => {
+  for (const el of document.querySelectorAll(".elapsed[data-started]")) {
+    const seconds = (Date.now() - Number(el.dataset.started)) / 1000;
+    el.textContent = `${Math.max(0, seconds).toFixed(1)} s`;
+  }
+}, 100);
+
+document.addEventListener("htmx:wsOpen", () => {
+  const live = document.getElementById("live");
+  const form = document.getElementById("search-form");
+  if (live && live.dataset.autoask && form && form.elements.q.value.trim()) {
+    delete live.dataset.autoask;
+    form.requestSubmit();
+  }
+});
+
+document.addEventListener("htmx:wsAfterSend", (event) => {
+  // A question was sent: empty the box for the next one and show that it is on its way.
+  const form = document.getElementById("search-form");
+  if (form && event.target === form) {
+    form.elements.q.value = "";
+    form.elements.q.placeholder = "Ask a follow-up…";
+  }
+});
+
+document.addEventListener("htmx:wsAfterMessage", () => {
+  // The first answer of a new conversation gets its own address.
+  const link = document.getElementById("thread-link");
+  if (link && link.dataset.url && window.location.pathname !== link.dataset.url) {
+    window.history.replaceState(null, "", link.dataset.url);
+  }
 });

@@ -27,7 +27,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from accounts import ratelimit
 from accounts.models import LinkAttempt, PerplexityAccount
-from accounts.services.catalogue import refresh_catalogue
+from accounts.services.catalogue import refresh_catalogue, stale
 from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.client import PerplexityClient, SessionInfo
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
@@ -294,12 +294,16 @@ def test_connection(user) -> PerplexityAccount:
     if not account.linked:
         raise LinkError("There is no linked account to test.")
     data = account.session_data()
+    refresh = stale()
+
+    async def check(client: PerplexityClient) -> SessionInfo:
+        info = await client.session_info()
+        if refresh:  # the catalogue is refreshed daily, with whichever link is at hand
+            await refresh_catalogue(client)
+        return info
+
     try:
-        info, client = _run(
-            lambda c: c.session_info(),
-            cookies=data.get("cookies"),
-            user_agent=data.get("user_agent", ""),
-        )
+        info, client = _run(check, cookies=data.get("cookies"), user_agent=data.get("user_agent", ""))
     except LinkError as exc:
         status = (
             PerplexityAccount.Status.BLOCKED if exc.challenge else PerplexityAccount.Status.NEEDS_ATTENTION

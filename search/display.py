@@ -1,0 +1,29 @@
+"""Everything a saved entry needs to be drawn, shared by pages and the socket."""
+
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+
+from search.models import Entry
+from search.render import render_answer, render_sources
+
+
+def entry_context(entry: Entry) -> dict:
+    return {
+        "entry": entry,
+        "answer_html": render_answer(entry.answer, entry.sources),
+        "sources_html": render_sources(entry.sources),
+        "started_ms": int(entry.created.timestamp() * 1000),
+        "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
+    }
+
+
+def entry_html(entry: Entry) -> str:
+    return render_to_string("search/entry.html", entry_context(entry))
+
+
+def new_entry_fragment(entry: Entry) -> str:
+    """A new turn appended to the page's list of entries, and the thread's address for the bar."""
+    return render_to_string(
+        "search/new_entry_fragment.html", {"entry_html": entry_html(entry), "entry": entry}
+    )

@@ -1,0 +1,103 @@
+"""The HTML pieces a running answer sends over the websocket.
+
+Each fragment is rendered from a template and replaces (or appends to) an element by id with
+`hx-swap-oob`. The answer is sent so each byte of a finished block travels once:
+
+- blocks of the answer that are complete (every top-level block but the last) are rendered
+  once and appended to `entry-N-blocks`;
+- the growing last block (the tail) travels as plain text appended to `entry-N-tail`, and is
+  re-rendered as markdown at most once a second while it keeps growing;
+- if upstream rewrites text already sent, the whole answer is sent again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from search.render import _markdown, render_answer, scrub
+
+TAIL_RENDER_EVERY = 1.0  # seconds
+
+
+def _block_starts(text: str) -> list[int]:
+    """Character offsets where each top-level markdown block of `text` starts."""
+    tokens = _markdown().parse(text, {})
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    return [line_starts[t.map[0]] for t in tokens if t.level == 0 and t.nesting >= 0 and t.map]
+
+
+@dataclass
+class AnswerStream:
+    """What of the answer the browser already has, and the fragments to bring it up to date."""
+
+    entry_id: int
+    committed: int = 0  # chars of markdown sent as rendered blocks
+    tail_sent: str = ""  # markdown after `committed` already in the browser's tail
+    tail_rendered_at: float = 0.0
+    sources_key: tuple = ()
+    blocks_sources_key: tuple = ()
+    html_sent: list[str] = field(default_factory=list)
+
+    def update(self, text: str, sources: list[Any], final: bool = False) -> list[str]:
+        """Fragments for the answer now being `text` (empty when nothing changed)."""
+        text = scrub(text)
+        sent = text[: self.committed] + self.tail_sent
+        if not text.startswith(sent) or (final and self.blocks_sources_key != self._key(sources)):
+            return [self.full(text, sources)]
+        fragments = []
+        tail = text[self.committed :]
+        starts = _block_starts(tail) if tail else []
+        if final:
+            starts = [*starts, len(tail)]  # every block is complete at the end
+        if len(starts) > 1:
+            done = tail[: starts[-1]]
+            fragments.append(self._blocks(done, sources))
+            self.committed += len(done)
+            tail = tail[starts[-1] :]
+            self.tail_sent = ""
+            fragments.append(self._tail("", replace=True))
+        if final:
+            return fragments
+        delta = tail[len(self.tail_sent) :]
+        if not delta:
+            return fragments
+        now = time.monotonic()
+        if now - self.tail_rendered_at >= TAIL_RENDER_EVERY and self.tail_sent:
+            fragments.append(self._tail(render_answer(tail, sources), replace=True, rendered=True))
+            self.tail_rendered_at = now
+        else:
+            fragments.append(self._tail(delta, replace=False))
+        self.tail_sent = tail
+        return fragments
+
+    def full(self, text: str, sources: list[Any]) -> str:
+        """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
+        self.committed, self.tail_sent = len(text), ""
+        self.blocks_sources_key = self._key(sources)
+        return render_to_string(
+            "search/answer_fragment.html",
+            {"entry_id": self.entry_id, "html": render_answer(text, sources), "oob": True},
+        )
+
+    def _blocks(self, markdown: str, sources: list[Any]) -> str:
+        self.blocks_sources_key = self._key(sources)
+        return render_to_string(
+            "search/blocks_fragment.html",
+            {"entry_id": self.entry_id, "html": render_answer(markdown, sources)},
+        )
+
+    def _tail(self, content: str, replace: bool, rendered: bool = False) -> str:
+        return render_to_string(
+            "search/tail_fragment.html",
+            {"entry_id": self.entry_id, "content": content, "replace": replace, "rendered": rendered},
+        )
+
+    @staticmethod
+    def _key(sources: list[Any]) -> tuple:
+        return tuple(s.url if hasattr(s, "url") else s.get("url") for s in sources)

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Thread(models.Model):
+    """A conversation: the first question and its follow-ups."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    title = models.CharField(max_length=300)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    # Perplexity's ids for follow-ups (protocol.md 2.6): the first token and slug stay
+    read_write_token = models.CharField(max_length=200, blank=True)
+    thread_url_slug = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-updated"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Entry(models.Model):
+    """One question and its answer, saved before the first byte goes upstream."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        COMPLETED = "completed", "completed"
+        TRUNCATED = "truncated", "cut short"
+        FAILED = "failed", "failed"
+        STOPPED = "stopped", "stopped"
+        INTERRUPTED = "interrupted", "interrupted"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="entries")
+    question = models.TextField()
+    options = models.JSONField(default=dict)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
+    answer = models.TextField(blank=True)
+    sources = models.JSONField(default=list)
+    related = models.JSONField(default=list)
+    steps = models.JSONField(default=list)
+    model_asked = models.CharField(max_length=80, blank=True)
+    model = models.CharField(max_length=80, blank=True)
+    downgraded = models.BooleanField(default=False)
+    credential = models.CharField(max_length=20, blank=True)
+    backend_uuid = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    runner = models.CharField(max_length=120, blank=True)  # host:pid of the process running it
+    created = models.DateTimeField(auto_now_add=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    first_byte_ms = models.PositiveIntegerField(null=True, blank=True)
+    first_text_ms = models.PositiveIntegerField(null=True, blank=True)
+    done_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["thread", "created"])]
+        verbose_name_plural = "entries"
+
+    def __str__(self) -> str:
+        return self.question[:80]
+
+    @property
+    def running(self) -> bool:
+        return self.status == self.Status.RUNNING

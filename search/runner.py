@@ -1,0 +1,322 @@
+"""A running answer: upstream stream -> throttled fragments to the entry's group -> database.
+
+The run belongs to the server, not to a socket: it is an asyncio task in the process that
+started it, and every browser watching the entry (any tab, any process with Redis) gets its
+fragments through the channel group `entry-<id>`. The run listens on a control group
+`run-<id>` for "stop" and for "sync" (a newcomer asks for the full current state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from accounts.services import Credential, NoCredential, credentials_for, make_client, record_search
+from accounts.services.link import mark_auth_problem
+from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
+from pplxweb.perplexity.extract import Result, extract
+from pplxweb.perplexity.request import AskRequest, FollowUp
+from search import services
+from search.fragments import AnswerStream
+from search.models import Entry, Thread
+from search.render import render_sources, scrub
+
+log = logging.getLogger(__name__)
+UPDATE_EVERY = 0.08  # seconds between answer updates
+SAVE_EVERY = 2.0  # seconds between progress saves
+DOWNGRADED = (
+    "Perplexity answered with its anonymous model (turbo), not the one asked for: "
+    "the linked session may have expired. Re-link in Settings."
+)
+RUNS: dict[int, Run] = {}  # this process's runs, by entry id
+
+
+def group(entry_id: int) -> str:
+    return f"entry-{entry_id}"
+
+
+def control_group(entry_id: int) -> str:
+    return f"run-{entry_id}"
+
+
+@dataclass
+class Run:
+    entry_id: int
+    user: Any
+    request: AskRequest
+    thread_id: int = 0
+    started: float = field(default_factory=time.monotonic)
+    result: Result | None = None
+    status: str = Entry.Status.RUNNING
+    error: str = ""
+    credential: Credential | None = None
+    answer: AnswerStream = field(init=False)
+    first_byte_ms: int | None = None
+    first_text_ms: int | None = None
+    stop_requested: bool = False
+    sent: dict[str, Any] = field(default_factory=dict)  # what each fragment last showed
+    stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _syncs: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.answer = AnswerStream(self.entry_id)
+        self.layer = get_channel_layer()
+
+    # --- fragments -----------------------------------------------------------------------------
+
+    def _context(self) -> dict:
+        result = self.result or Result(status="running")
+        return {
+            "entry_id": self.entry_id,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "status_label": dict(Entry.Status.choices).get(self.status, self.status),
+            "running": self.status == Entry.Status.RUNNING,
+            "started_ms": int((time.time() - (time.monotonic() - self.started)) * 1000),
+            "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-30:]],
+            "related": [scrub(q) for q in result.related],
+            "model": result.model,
+            "downgraded": result.downgraded,
+            "error": self.error,
+            "seconds": round(time.monotonic() - self.started, 1),
+            "oob": True,
+        }
+
+    def _part(self, name: str, context: dict) -> str:
+        return render_to_string(f"search/{name}_fragment.html", context)
+
+    def changed_parts(self, final: bool = False) -> list[str]:
+        """Fragments for what changed since the last update (all of them on `final`)."""
+        result = self.result or Result(status="running")
+        context = self._context()
+        parts = []
+        keys = {
+            "status": (self.status, self.error),
+            "steps": tuple(context["steps"]),
+            "sources": tuple(s.url for s in result.sources),
+            "related": tuple(context["related"]),
+            "meta": (result.model, result.downgraded, self.error, final),
+        }
+        for name, key in keys.items():
+            if self.sent.get(name) != key:
+                self.sent[name] = key
+                if name == "sources":
+                    parts.append(self._sources_fragment(result))
+                else:
+                    parts.append(self._part(name, context))
+        parts += self.answer.update(result.answer, result.sources, final=final)
+        return parts
+
+    def _sources_fragment(self, result: Result) -> str:
+        return render_to_string(
+            "search/sources_fragment.html",
+            {
+                "entry_id": self.entry_id,
+                "sources": render_sources(result.sources),
+                "count": len(result.sources),
+                "oob": True,
+            },
+        )
+
+    def full_state(self) -> str:
+        result = self.result or Result(status="running")
+        context = self._context()
+        parts = [self._part(n, context) for n in ("status", "steps", "related", "meta")]
+        parts.append(self._sources_fragment(result))
+        parts.append(self.answer.full(result.answer, result.sources))
+        return "".join(parts)
+
+    async def send(self, html: str) -> None:
+        if html:
+            self.stats["updates"] += 1
+            self.stats["bytes"] += len(html.encode())
+            await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
+
+    async def update(self, final: bool = False) -> None:
+        async with self._lock:
+            if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
+                state = self.full_state()
+                for channel in self._syncs:
+                    await self.layer.send(channel, {"type": "entry.fragment", "html": state})
+                self._syncs.clear()
+            await self.send("".join(self.changed_parts(final=final)))
+
+    # --- the run -------------------------------------------------------------------------------
+
+    async def listen(self, channel: str) -> None:
+        while True:
+            message = await self.layer.receive(channel)
+            if message.get("type") == "run.stop":
+                self.stop_requested = True
+                self.main.cancel()
+            elif message.get("type") == "run.sync" and message.get("reply_to"):
+                self._syncs.append(message["reply_to"])
+                if self.status != Entry.Status.RUNNING or self.result is None:
+                    await self.update()
+
+    async def execute(self) -> None:
+        channel = await self.layer.new_channel()
+        await self.layer.group_add(control_group(self.entry_id), channel)
+        listener = asyncio.create_task(self.listen(channel))
+        try:
+            await self.stream()
+        finally:
+            listener.cancel()
+            await self.layer.group_discard(control_group(self.entry_id), channel)
+            RUNS.pop(self.entry_id, None)
+
+    async def stream(self) -> None:
+        last_update = last_save = 0.0
+        flush: asyncio.TimerHandle | None = None
+        stream = None
+        try:
+            self.credential = await database_sync_to_async(credentials_for)(self.user)
+            credential = self.credential
+            async with make_client(
+                cookies=credential.cookies,
+                user_agent=credential.user_agent,
+                account_id=credential.account.account_id,
+            ) as client:
+                stream = (
+                    client.ask_api(self.request, credential.api_key)
+                    if credential.kind == "api_key"
+                    else client.ask(self.request)
+                )
+                async with stream:
+                    async for snapshot in stream:
+                        self._timings(stream)
+                        self.result = extract(snapshot, asked=self.request.options.model)
+                        now = time.monotonic()
+                        if now - last_update >= UPDATE_EVERY:
+                            last_update = now
+                            if flush:
+                                flush.cancel()
+                            await self.update()
+                        elif flush is None or flush.cancelled():
+                            flush = asyncio.get_running_loop().call_later(
+                                UPDATE_EVERY, lambda: asyncio.ensure_future(self.update())
+                            )
+                        if now - last_save >= SAVE_EVERY:
+                            last_save = now
+                            await self.save_progress()
+                if flush:
+                    flush.cancel()
+                self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
+                self.status, self.error = self.result.status, self.result.error or ""
+                if self.result.status == "truncated" and stream.cut:
+                    self.error = f"{stream.cut} What arrived is kept; retry to get the rest."
+                if self.result.downgraded:
+                    self.error = DOWNGRADED
+                    await database_sync_to_async(mark_auth_problem)(credential.account, AuthError(DOWNGRADED))
+                await database_sync_to_async(record_search)(self.user, credential, client.cookies)
+        except asyncio.CancelledError:
+            self._partial(stream)
+            if not self.stop_requested:  # the server is shutting down
+                self.status = Entry.Status.INTERRUPTED
+                self.error = "The server stopped while this answer was arriving; what had arrived is kept."
+                await self.finish()
+                raise
+            self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
+        except NoCredential as exc:
+            self.status, self.error = Entry.Status.FAILED, exc.message
+        except PerplexityError as exc:
+            self._partial(stream)
+            self.status, self.error = Entry.Status.FAILED, exc.message
+            if isinstance(exc, AuthError | ChallengeError) and self.credential:
+                await database_sync_to_async(mark_auth_problem)(self.credential.account, exc)
+        except Exception:
+            log.exception("search run for entry %s failed", self.entry_id)
+            self._partial(stream)
+            self.status = Entry.Status.FAILED
+            self.error = (
+                "pplxweb hit an error it did not expect; what had arrived is kept. The server log says more."
+            )
+        await self.finish()
+
+    def _partial(self, stream) -> None:
+        if stream is not None:
+            self.result = extract(stream.snapshot, asked=self.request.options.model)
+
+    def _timings(self, stream) -> None:
+        elapsed = int((time.monotonic() - self.started) * 1000)
+        if self.first_byte_ms is None and stream.first_byte is not None:
+            self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
+        if self.first_text_ms is None and self.result and self.result.answer:
+            self.first_text_ms = elapsed
+
+    async def finish(self) -> None:
+        await self.save(final=True)
+        await self.update(final=True)
+
+    async def save_progress(self) -> None:
+        await self.save(final=False)
+
+    async def save(self, final: bool) -> None:
+        await database_sync_to_async(_save)(self, final)
+
+
+def _save(run: Run, final: bool) -> None:
+    result = run.result or Result(status="running")
+    fields = {
+        "answer": scrub(result.answer),
+        "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
+        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
+        "heartbeat": timezone.now(),
+        "first_byte_ms": run.first_byte_ms,
+        "first_text_ms": run.first_text_ms,
+    }
+    if final:
+        fields.update(
+            status=run.status,
+            error=run.error,
+            related=[scrub(q) for q in result.related],
+            model=result.model,
+            downgraded=result.downgraded,
+            backend_uuid=result.backend_uuid,
+            credential=run.credential.kind if run.credential else "",
+            done_ms=int((time.monotonic() - run.started) * 1000),
+        )
+    entry = Entry.objects.filter(pk=run.entry_id)
+    entry.update(**fields)
+    if final and (result.read_write_token or result.thread_url_slug):
+        thread_id = entry.values_list("thread_id", flat=True).first()
+        thread = Thread.objects.filter(pk=thread_id)
+        if result.read_write_token:
+            thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
+        if result.thread_url_slug:
+            thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
+
+
+def build_request(entry: Entry) -> AskRequest:
+    """The upstream request for a saved entry (a follow-up when the thread has earlier turns)."""
+    options = services.options_from_json(entry.options)
+    previous = services.previous_turn(entry)
+    follow_up = None
+    if previous is not None:
+        follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
+    return AskRequest(entry.question, options, follow_up)
+
+
+def launch(entry: Entry, user, request: AskRequest) -> Run:
+    """Start the run for a saved entry as a task of this process's event loop."""
+    run = Run(entry.pk, user, request, thread_id=entry.thread_id)
+    RUNS[entry.pk] = run
+    run.main = asyncio.get_running_loop().create_task(run.execute(), name=f"search-{entry.pk}")
+    return run
+
+
+async def shutdown() -> None:
+    """Server stopping: cancel every run; each saves what arrived as interrupted."""
+    tasks = [run.main for run in RUNS.values()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,149 @@
+"""Asking and remembering: the use-cases behind the search page, the socket and the commands."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from accounts import ratelimit
+from accounts.models import SearchDefaults
+from pplxweb.perplexity.request import AskOptions
+from search.models import Entry, Thread
+
+MAX_RUNNING = 2
+PER_MINUTE = 20
+STALE_AFTER = timedelta(minutes=2)  # a run saves progress every ~2 s; silence this long means it died
+RUNNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class SearchRefused(Exception):
+    """The search was not started; `message` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def thread_for(user, pk: int) -> Thread:
+    return get_object_or_404(Thread, pk=pk, user=user)
+
+
+def entry_for(user, pk: int) -> Entry:
+    return get_object_or_404(Entry, pk=pk, thread__user=user)
+
+
+def defaults_for(user) -> SearchDefaults:
+    defaults, _ = SearchDefaults.objects.get_or_create(user=user)
+    return defaults
+
+
+def options_as_json(options: AskOptions) -> dict:
+    return {
+        "model": options.model,
+        "mode": options.mode,
+        "sources": list(options.sources),
+        "recency": options.recency,
+        "after": options.after.isoformat() if options.after else None,
+        "before": options.before.isoformat() if options.before else None,
+        "include_domains": list(options.include_domains),
+        "exclude_domains": list(options.exclude_domains),
+        "language": options.language,
+        "incognito": options.incognito,
+        "timezone": options.timezone,
+    }
+
+
+def options_from_json(data: dict) -> AskOptions:
+    from datetime import date
+
+    return AskOptions(
+        model=data.get("model") or "pplx_pro",
+        mode=data.get("mode") or "pro",
+        sources=tuple(data.get("sources") or ()),
+        recency=data.get("recency") or "",
+        after=date.fromisoformat(data["after"]) if data.get("after") else None,
+        before=date.fromisoformat(data["before"]) if data.get("before") else None,
+        include_domains=tuple(data.get("include_domains") or ()),
+        exclude_domains=tuple(data.get("exclude_domains") or ()),
+        language=data.get("language") or "en-US",
+        incognito=data.get("incognito", True),
+        timezone=data.get("timezone") or "UTC",
+    )
+
+
+def start_search(user, question: str, options: AskOptions, thread_id: int | None = None) -> Entry:
+    """Check the person's limits, then write the entry (status running) and commit it.
+
+    The run itself starts after this returns (search.runner.launch): nothing is sent upstream
+    before the entry exists, and no transaction is open while it runs.
+    """
+    running = Entry.objects.filter(thread__user=user, status=Entry.Status.RUNNING).count()
+    if running >= MAX_RUNNING:
+        raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
+    verdict = ratelimit.take("search", str(user.pk), PER_MINUTE, timedelta(minutes=1))
+    if not verdict.allowed:
+        raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+    with transaction.atomic():
+        thread = (
+            thread_for(user, thread_id)
+            if thread_id
+            else Thread.objects.create(user=user, title=question[:300])
+        )
+        entry = Entry.objects.create(
+            thread=thread,
+            question=question,
+            options=options_as_json(options),
+            model_asked=options.model,
+            runner=RUNNER,
+            heartbeat=timezone.now(),
+        )
+        Thread.objects.filter(pk=thread.pk).update(updated=timezone.now())
+    return entry
+
+
+def previous_turn(entry: Entry) -> Entry | None:
+    """The latest earlier entry of the thread that Perplexity knows (for a follow-up)."""
+    return (
+        Entry.objects.filter(thread=entry.thread_id, created__lte=entry.created)
+        .exclude(pk=entry.pk)
+        .exclude(backend_uuid="")
+        .order_by("-created", "-pk")
+        .first()
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_interrupted(at_start: bool = False) -> int:
+    """Mark entries whose run died (crash, kill) as interrupted, keeping what they saved.
+
+    A run on this machine is dead when its process is gone (at start, any earlier process of
+    ours); one elsewhere when it has not saved progress for STALE_AFTER.
+    """
+    host = socket.gethostname()
+    dead = []
+    for entry in Entry.objects.filter(status=Entry.Status.RUNNING).only("pk", "runner", "heartbeat"):
+        runner_host, _, pid = entry.runner.rpartition(":")
+        if runner_host == host and pid.isdigit():
+            gone = (at_start and entry.runner != RUNNER) or not _pid_alive(int(pid))
+        else:
+            gone = entry.heartbeat is None or timezone.now() - entry.heartbeat > STALE_AFTER
+        if gone:
+            dead.append(entry.pk)
+    return Entry.objects.filter(pk__in=dead, status=Entry.Status.RUNNING).update(
+        status=Entry.Status.INTERRUPTED,
+        error="The server stopped while this answer was arriving; what had arrived is kept.",
+    )
