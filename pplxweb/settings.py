@@ -130,7 +130,13 @@ if ENV.get("REDIS_URL", "").strip():
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [ENV["REDIS_URL"].strip()], "capacity": 1500, "expiry": 30},
+            # redis-py 8 times socket reads out after 5 s, exactly channels-redis's blocking pop:
+            # without a longer socket timeout idle receivers die with "Timeout reading".
+            "CONFIG": {
+                "hosts": [{"address": ENV["REDIS_URL"].strip(), "socket_timeout": 30}],
+                "capacity": 1500,
+                "expiry": 30,
+            },
         }
     }
 else:

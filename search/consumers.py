@@ -72,8 +72,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
     # --- actions --------------------------------------------------------------------------------
 
     async def search(self, data: dict) -> None:
-        form = SearchForm(_as_querydict(data))
-        prepared = await database_sync_to_async(self._prepare)(form)
+        prepared = await database_sync_to_async(self._prepare)(_as_querydict(data))
         if isinstance(prepared, str):
             await self.error(prepared)
             return
@@ -82,7 +81,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=await database_sync_to_async(new_entry_fragment)(entry))
         runner.launch(entry, self.user, request)
 
-    def _prepare(self, form: SearchForm):
+    def _prepare(self, data: QueryDict):
+        form = SearchForm(data)  # its model choices come from the database
         if not form.is_valid():
             return " ".join(str(e) for errors in form.errors.values() for e in errors)
         try:

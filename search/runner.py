@@ -155,6 +155,8 @@ class Run:
     async def listen(self, channel: str) -> None:
         while True:
             message = await self.layer.receive(channel)
+            if message.get("type") == "run.end":
+                return
             if message.get("type") == "run.stop":
                 self.stop_requested = True
                 self.main.cancel()
@@ -170,9 +172,15 @@ class Run:
         try:
             await self.stream()
         finally:
-            listener.cancel()
-            await self.layer.group_discard(control_group(self.entry_id), channel)
             RUNS.pop(self.entry_id, None)
+            await self.layer.group_discard(control_group(self.entry_id), channel)
+            # End the listener with a message rather than cancelling it: channels-redis can lose
+            # other consumers' messages when a receive() is cancelled while it holds the read.
+            await self.layer.send(channel, {"type": "run.end"})
+            try:
+                await asyncio.wait_for(listener, 5)
+            except (TimeoutError, asyncio.CancelledError):
+                listener.cancel()
 
     async def stream(self) -> None:
         last_update = last_save = 0.0

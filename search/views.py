@@ -46,7 +46,7 @@ def home(request: HttpRequest) -> HttpResponse:
 async def ask(request: HttpRequest) -> HttpResponse:
     """The same search without JavaScript: start it, then show its thread (which refreshes)."""
     user = await request.auser()
-    form = SearchForm(request.POST)
+    form = await database_sync_to_async(SearchForm)(request.POST)  # model choices come from the database
     prepared = await database_sync_to_async(_start)(user, form)
     if prepared is None:
         return await database_sync_to_async(_invalid)(request, user, form)

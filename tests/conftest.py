@@ -49,14 +49,19 @@ def _static_files():
     call_command("collectstatic", interactive=False, verbosity=0)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item):
-    """Async tests touch the database from asgiref's worker thread; close that connection so
-    PostgreSQL can drop the test database at the end."""
+    """After an async test (and its fixtures): close the database connection asgiref's worker
+    thread opened, so PostgreSQL can drop the test database, and forget the channel layer,
+    whose Redis locks belong to the test's event loop, now closed."""
     import asyncio
     import inspect
 
+    from channels.layers import channel_layers
     from django.db import connections
 
+    result = yield
     if inspect.iscoroutinefunction(getattr(item, "function", None)):
         asyncio.run(sync_to_async(connections.close_all)())
+        channel_layers.backends.clear()
+    return result

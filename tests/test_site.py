@@ -50,6 +50,7 @@ async def test_websocket_without_a_session_is_refused():
     comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN])
     connected, _ = await comm.connect()
     assert not connected
+    await comm.disconnect()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -71,6 +72,8 @@ async def test_websocket_from_a_foreign_origin_is_refused_even_with_a_session(ow
         )
         connected, _ = await comm.connect()
         assert not connected
+        await comm.disconnect()
     comm = WebsocketCommunicator(application, "/ws/search/", headers=[(b"cookie", cookie.encode())])
     connected, _ = await comm.connect()
     assert not connected  # no Origin at all
+    await comm.disconnect()

@@ -1,0 +1,103 @@
+"""Fixtures for live-search tests: a linked account and an upstream served by respx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import respx
+from asgiref.sync import sync_to_async
+
+from accounts.models import PerplexityAccount
+from tests.perplexity.streams import answer_stream, sse
+
+BASE = "https://perplexity.test"
+TOKEN = "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..LIVE-SEARCH-TOKEN.tag"
+SSE = {"content-type": "text/event-stream; charset=utf-8"}
+
+
+class Paced(httpx.AsyncByteStream):
+    """Events with a pause between them; optionally a stall or a dropped socket at the end."""
+
+    def __init__(
+        self,
+        events: list[dict],
+        pause: float = 0.01,
+        end: bool = True,
+        stall: float = 0,
+        then: Exception | None = None,
+    ):
+        self.frames = [sse([e], end=False) for e in events] + (
+            [b"event: end_of_stream\r\ndata: {}\r\n\r\n"] if end else []
+        )
+        self.pause, self.stall, self.then = pause, stall, then
+        self.closed = False
+
+    async def __aiter__(self):
+        for frame in self.frames:
+            await asyncio.sleep(self.pause)
+            yield frame
+        if self.stall:
+            await asyncio.sleep(self.stall)
+        if self.then:
+            raise self.then
+
+    async def aclose(self):
+        self.closed = True
+
+
+@pytest.fixture
+def linked(owner):
+    return PerplexityAccount.objects.create(
+        user=owner,
+        email="me@example.com",
+        session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}),
+        tier="pro",
+    )
+
+
+@pytest.fixture
+async def alinked(owner):
+    return await sync_to_async(PerplexityAccount.objects.create)(
+        user=owner,
+        email="me@example.com",
+        session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}),
+        tier="pro",
+    )
+
+
+@pytest.fixture
+def upstream():
+    with respx.mock(base_url=BASE, assert_all_called=False) as mock:
+        yield mock
+
+
+def serve(mock, *streams):
+    """Each ask gets the next stream (or response)."""
+    responses = [
+        s if isinstance(s, httpx.Response | Exception) else httpx.Response(200, headers=SSE, stream=s)
+        for s in streams
+    ]
+    return mock.post("/rest/sse/perplexity_ask").mock(side_effect=responses)
+
+
+def words(n: int) -> list[str]:
+    return [f"word{i} " + ("\n\n" if i % 20 == 19 else "") for i in range(n)]
+
+
+__all__ = ["BASE", "SSE", "TOKEN", "Paced", "answer_stream", "serve", "words"]
+
+
+@pytest.fixture(autouse=True)
+async def _runs_end_with_the_test():
+    """A run outlives its socket by design; in tests it must not outlive the test's event loop."""
+    from search import runner
+
+    yield
+    for _ in range(200):
+        if not runner.RUNS:
+            return
+        await asyncio.sleep(0.05)
+    await runner.shutdown()

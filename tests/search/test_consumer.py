@@ -1,0 +1,311 @@
+"""The live search socket on the real ASGI application: streaming, order, stop, re-join, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import httpx
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from accounts.models import PerplexityAccount
+from pplxweb.asgi import application
+from search.models import Entry
+from tests.conftest import session_cookie_for
+from tests.search.conftest import Paced, answer_stream, serve, words
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = (b"origin", b"http://localhost")
+
+
+async def connect(user, path="/ws/search/"):
+    cookie = await session_cookie_for(user)
+    comm = WebsocketCommunicator(application, path, headers=[ORIGIN, (b"cookie", cookie.encode())])
+    connected, _ = await comm.connect()
+    assert connected
+    return comm
+
+
+async def receive_until(comm, needle: str, timeout: float = 5.0) -> list[str]:
+    messages = []
+    async with asyncio.timeout(timeout):
+        while True:
+            message = await comm.receive_from(timeout=timeout)
+            messages.append(message)
+            if needle in message:
+                return messages
+
+
+async def entry_status(pk: int) -> str:
+    return (await Entry.objects.aget(pk=pk)).status
+
+
+async def test_a_question_streams_in_and_is_saved(owner, alinked, upstream):
+    route = serve(upstream, Paced(answer_stream(["Hello ", "**world** [1]"], sources=2)))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "  what is x?  ", "HEADERS": {"HX-Request": "true"}}))
+    messages = await receive_until(comm, "status-completed")
+    joined = "".join(messages)
+    assert 'id="entries" hx-swap-oob="beforeend"' in messages[0]  # the entry shows at once
+    assert "what is x?" in messages[0]
+    assert joined.index("source") < joined.index("status-completed")
+    assert 'href="https://s1.example/page" class="cite"' in joined
+    assert "<strong>world</strong>" in joined
+    entry = await Entry.objects.aget()
+    assert entry.status == "completed" and entry.answer == "Hello **world** [1]"
+    assert [s["url"] for s in entry.sources] == ["https://s1.example/page", "https://s2.example/page"]
+    assert entry.related == ["What next?", "And then?"] and entry.model == "pplx_pro"
+    assert entry.credential == "session" and entry.backend_uuid == "b-1"
+    assert entry.first_byte_ms is not None and entry.done_ms is not None
+    sent = json.loads(route.calls.last.request.content)
+    assert sent["query_str"] == "what is x?" and sent["params"]["is_incognito"] is True
+    assert "LIVE-SEARCH-TOKEN" in route.calls.last.request.headers["cookie"]
+    await comm.disconnect()
+
+
+async def test_upstream_text_is_escaped_in_every_fragment(owner, alinked, upstream):
+    events = answer_stream(["<script>alert(1)</script> ", "<img src=x onerror=alert(1)>"])
+    events[1]["blocks"][0]["web_result_block"]["web_results"][0].update(
+        name="<b onmouseover=x>T</b>", url="javascript:alert(1)"
+    )
+    events[-1]["related_queries"] = ["<script>r</script>"]
+    serve(upstream, Paced(events))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "<i>question</i>"}))
+    joined = "".join(await receive_until(comm, "status-completed"))
+    assert "<script>" not in joined and "<img" not in joined and "<b onmouseover" not in joined
+    assert "javascript:" not in joined
+    assert "&lt;i&gt;question&lt;/i&gt;" in joined
+    await comm.disconnect()
+
+
+async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(120)), pause=0.005))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "long"}))
+    joined = "".join(await receive_until(comm, "status-completed", timeout=10))
+    blocks = "".join(
+        re.findall(r'<div id="entry-\d+-blocks" hx-swap-oob="beforeend">(.*?)</div>', joined, re.S)
+    )
+    # every finished paragraph arrives once as a rendered block, in order
+    for i in (19, 39, 59, 79, 99, 119):
+        assert blocks.count(f"word{i}</p>") == 1, i
+    assert blocks.index("word19</p>") < blocks.index("word39</p>") < blocks.index("word119</p>")
+    entry = await Entry.objects.aget()
+    assert entry.answer == "".join(words(120))
+    await comm.disconnect()
+
+
+async def test_closing_the_tab_does_not_stop_the_run(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(30)), pause=0.02))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "keep going"}))
+    await receive_until(comm, "entries")
+    await comm.disconnect()
+    entry = await Entry.objects.aget()
+    for _ in range(100):
+        if await entry_status(entry.pk) != "running":
+            break
+        await asyncio.sleep(0.05)
+    entry = await Entry.objects.aget()
+    assert entry.status == "completed" and entry.answer == "".join(words(30))
+
+
+async def test_rejoining_mid_run_gets_the_current_state_then_the_rest(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(60)), pause=0.02))
+    first = await connect(owner)
+    await first.send_to(text_data=json.dumps({"q": "rejoin"}))
+    await receive_until(first, "word5")
+    entry = await Entry.objects.aget()
+    second = await connect(owner, f"/ws/search/?thread={entry.thread_id}")
+    messages = await receive_until(second, "status-completed", timeout=10)
+    joined = "".join(messages)
+    assert f'id="entry-{entry.pk}-answer" class="answer" hx-swap-oob="true"' in joined  # a full state
+    assert "word59" in joined
+    await receive_until(first, "status-completed", timeout=10)  # the first watcher saw the end too
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_stop_keeps_the_partial_answer(owner, alinked, upstream):
+    upstream_stream = Paced(answer_stream(words(200)), pause=0.02)
+    serve(upstream, upstream_stream)
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "stop me"}))
+    await receive_until(comm, "word3")
+    entry = await Entry.objects.aget()
+    await comm.send_to(text_data=json.dumps({"action": "stop", "entry": str(entry.pk)}))
+    joined = "".join(await receive_until(comm, "status-stopped"))
+    assert "Stopped. What had arrived is kept." in joined
+    entry = await Entry.objects.aget()
+    assert entry.status == "stopped" and entry.answer.startswith("word0 word1 word2 word3")
+    assert upstream_stream.closed
+    await comm.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("response", "status", "sentence"),
+    [
+        (httpx.Response(401), "failed", "Re-link in Settings"),
+        (
+            httpx.Response(
+                403, text="<title>Just a moment...</title>", headers={"content-type": "text/html"}
+            ),
+            "failed",
+            "Cloudflare",
+        ),
+        (httpx.Response(429, headers={"retry-after": "12"}), "failed", "try again in 12 s"),
+        (httpx.Response(400), "failed", "may need an update"),
+        (httpx.Response(502), "failed", "server error"),
+        (
+            Paced(answer_stream(["partial"], complete=False), end=False, then=httpx.RemoteProtocolError("x")),
+            "truncated",
+            "dropped",
+        ),
+        (
+            Paced(answer_stream(["partial"], complete=False)),
+            "truncated",
+            "stopped before Perplexity finished",
+        ),
+        (
+            Paced(
+                [
+                    *answer_stream(["partial"], complete=False),
+                    {"status": "failed", "error_code": "FREE_TIER_RATE_LIMITED"},
+                ]
+            ),
+            "failed",
+            "rate limit",
+        ),
+    ],
+)
+async def test_each_upstream_failure_ends_in_its_sentence_and_status(
+    owner, alinked, upstream, response, status, sentence
+):
+    serve(upstream, response)
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "fail"}))
+    joined = "".join(await receive_until(comm, f"status-{status}"))
+    assert sentence in joined
+    entry = await Entry.objects.aget()
+    assert entry.status == status and sentence in entry.error
+    await comm.disconnect()
+
+
+async def test_auth_failure_marks_the_link(owner, alinked, upstream):
+    serve(upstream, httpx.Response(401))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "x"}))
+    await receive_until(comm, "status-failed")
+    account = await PerplexityAccount.objects.aget(user=owner)
+    assert account.status == "needs_attention"
+    await comm.disconnect()
+
+
+async def test_turbo_answering_another_model_warns(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(["x"], model="turbo")))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "x", "model": "pplx_pro"}))
+    joined = "".join(await receive_until(comm, "status-completed"))
+    assert "the linked session may have expired" in joined
+    entry = await Entry.objects.aget()
+    assert entry.downgraded and entry.status == "completed"
+
+
+async def test_no_link_at_all_says_what_to_do(owner, upstream):
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "x"}))
+    joined = "".join(await receive_until(comm, "status-failed"))
+    assert "Link your Perplexity account in Settings first" in joined
+
+
+@pytest.mark.parametrize(
+    ("message", "sentence"),
+    [
+        ("not json", "could not read that message"),
+        (json.dumps([1, 2]), "could not read that message"),
+        ("x" * (64 * 1024 + 1), "too large"),
+        (json.dumps({"q": "   "}), "Type a question first."),
+        (json.dumps({"q": "x" * 8001}), "at most 8,000 characters"),
+        (json.dumps({"q": "x", "after": "2030-01-01"}), "in the future"),
+        (json.dumps({"q": "x", "after": "2025-02-01", "before": "2025-01-01"}), "must be on or after"),
+        (
+            json.dumps({"q": "x", "include_domains": " ".join(f"s{i}.com" for i in range(21))}),
+            "At most 20 sites",
+        ),
+        (json.dumps({"q": "x", "include_domains": "not a domain!"}), "is not a domain"),
+        (json.dumps({"q": "x", "model": "no-such-model"}), "Select a valid choice"),
+        (json.dumps({"q": "x", "language": "english please"}), "language code"),
+        (json.dumps({"q": "x", "thread": "999999"}), "not found"),
+        (json.dumps({"action": "stop", "entry": "999999"}), "not found"),
+    ],
+)
+async def test_bad_messages_get_an_error_fragment_and_the_socket_stays(
+    owner, alinked, upstream, message, sentence
+):
+    serve(upstream, Paced(answer_stream(["fine"])))
+    comm = await connect(owner)
+    await comm.send_to(text_data=message)
+    reply = await comm.receive_from(timeout=5)
+    assert 'id="search-error"' in reply and sentence in reply
+    await comm.send_to(text_data=json.dumps({"q": "still works"}))
+    await receive_until(comm, "status-completed")
+    assert await Entry.objects.acount() == 1
+    await comm.disconnect()
+
+
+async def test_at_most_two_running_searches(owner, alinked, upstream):
+    serve(upstream, *(Paced(answer_stream(words(100)), pause=0.05) for _ in range(3)))
+    comm = await connect(owner)
+    for question in ("one", "two"):
+        await comm.send_to(text_data=json.dumps({"q": question}))
+        await receive_until(comm, "entries")
+    await comm.send_to(text_data=json.dumps({"q": "three"}))
+    reply = await receive_until(comm, "search-error")
+    assert "You have 2 searches running" in "".join(reply)
+    for entry in [e async for e in Entry.objects.all()]:
+        await comm.send_to(text_data=json.dumps({"action": "stop", "entry": entry.pk}))
+    await receive_until(comm, "status-stopped")
+    await comm.disconnect()
+
+
+async def test_another_persons_thread_is_not_found(owner, member, alinked, upstream):
+    serve(upstream, Paced(answer_stream(["mine"])))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "private"}))
+    await receive_until(comm, "status-completed")
+    entry = await Entry.objects.aget()
+    other = await connect(member, f"/ws/search/?thread={entry.thread_id}")
+    reply = await other.receive_from(timeout=5)
+    assert "not found" in reply and "private" not in reply
+    await other.send_to(text_data=json.dumps({"q": "sneak", "thread": entry.thread_id}))
+    assert "not found" in await other.receive_from(timeout=5)
+    await other.send_to(text_data=json.dumps({"action": "stop", "entry": entry.pk}))
+    assert "not found" in await other.receive_from(timeout=5)
+    await comm.disconnect()
+    await other.disconnect()
+
+
+async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
+    route = serve(upstream, Paced(answer_stream(["first"])), Paced(answer_stream(["second"])))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "first"}))
+    await receive_until(comm, "status-completed")
+    entry = await Entry.objects.aget()
+    await comm.send_to(text_data=json.dumps({"q": "and then?", "thread": str(entry.thread_id)}))
+    await receive_until(comm, "and then?")
+    await receive_until(comm, "status-completed")
+    params = json.loads(route.calls.last.request.content)["params"]
+    assert (
+        params["query_source"] == "followup"
+        and params["last_backend_uuid"] == "b-1"
+        and params["read_write_token"] == "rw-1"
+    )
+    assert await Entry.objects.filter(thread_id=entry.thread_id).acount() == 2
+    await comm.disconnect()
+
+
+def _ids(html: str) -> list[str]:
+    return re.findall(r'id="([^"]+)" [^>]*hx-swap-oob', html)
