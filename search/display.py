@@ -8,9 +8,26 @@ from search.models import Entry
 from search.render import render_answer, render_sources
 
 
+def catalogue_models() -> dict:
+    from accounts.services import catalogue
+
+    models = catalogue().get("models")
+    return models if isinstance(models, dict) else {}
+
+
+def model_label(slug: str, models: dict | None = None) -> str:
+    """The catalogue's name for a model id ("gpt55" -> "GPT-5.5 (gpt55)"), else the id itself."""
+    if not slug:
+        return ""
+    info = (catalogue_models() if models is None else models).get(slug)
+    label = info.get("label") if isinstance(info, dict) else ""
+    return f"{label} ({slug})" if label and label.lower() != slug.lower() else slug
+
+
 def entry_context(entry: Entry) -> dict:
     return {
         "entry": entry,
+        "model": model_label(entry.model),
         "answer_html": render_answer(entry.answer, entry.sources),
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),

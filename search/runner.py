@@ -25,6 +25,7 @@ from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract
 from pplxweb.perplexity.request import AskRequest, FollowUp
 from search import services
+from search.display import catalogue_models, model_label
 from search.fragments import AnswerStream
 from search.models import Entry, Thread
 from search.render import render_sources, scrub
@@ -64,6 +65,7 @@ class Run:
     stop_requested: bool = False
     sent: dict[str, Any] = field(default_factory=dict)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
+    models: dict = field(default_factory=dict)  # the catalogue, for model names
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
 
@@ -84,7 +86,7 @@ class Run:
             "started_ms": int((time.time() - (time.monotonic() - self.started)) * 1000),
             "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-30:]],
             "related": [scrub(q) for q in result.related],
-            "model": result.model,
+            "model": model_label(result.model, self.models),
             "downgraded": result.downgraded,
             "error": self.error,
             "seconds": round(time.monotonic() - self.started, 1),
@@ -101,7 +103,7 @@ class Run:
         parts = []
         keys = {
             "status": (self.status, self.error),
-            "steps": tuple(context["steps"]),
+            "steps": (tuple(s["text"] for s in context["steps"]), context["running"]),
             "sources": tuple(s.url for s in result.sources),
             "related": tuple(context["related"]),
             "meta": (result.model, result.downgraded, self.error, final),
@@ -187,6 +189,7 @@ class Run:
         flush: asyncio.TimerHandle | None = None
         stream = None
         try:
+            self.models = await database_sync_to_async(catalogue_models)()
             self.credential = await database_sync_to_async(credentials_for)(self.user)
             credential = self.credential
             async with make_client(

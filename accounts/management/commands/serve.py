@@ -21,6 +21,21 @@ def _urls(host: str, port: int) -> list[str]:
     return [f"http://{f'[{h}]' if ':' in h else h}:{port}/" for h in hosts]
 
 
+def _save_runs_on_shutdown() -> None:
+    """Before the reactor stops, cancel the running answers; each saves what arrived as interrupted."""
+    import asyncio
+
+    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
+    from twisted.internet import defer, reactor
+
+    from search.runner import shutdown
+
+    def save() -> defer.Deferred:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(shutdown()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", save)
+
+
 class Command(BaseCommand):
     help = "Prepare the database and static files, then serve pplxweb on PPLXWEB_BIND."
 
@@ -36,6 +51,7 @@ class Command(BaseCommand):
             return
         from daphne.cli import CommandLineInterface
 
+        _save_runs_on_shutdown()
         bind = settings.BIND
         CommandLineInterface().run(
             ["-b", bind.host, "-p", str(bind.port), "--access-log", "-", "pplxweb.asgi:application"]
@@ -43,7 +59,12 @@ class Command(BaseCommand):
 
     def prepare(self) -> list[str]:
         """Owner from the environment, else a setup code; then the addresses to open."""
+        from search.services import sweep_interrupted
+
         lines = []
+        interrupted = sweep_interrupted(at_start=True)
+        if interrupted:
+            lines.append(f"{interrupted} answer(s) left running by an earlier stop were marked interrupted.")
         created = services.ensure_owner_from_env()
         if created:
             lines.append(f"Owner {created!r} created from PPLXWEB_ADMIN_USER.")
