@@ -55,24 +55,22 @@ class AnswerStream:
         starts = _block_starts(tail) if tail else []
         if final:
             starts = [*starts, len(tail)]  # every block is complete at the end
+        reset = False
         if len(starts) > 1:
             done = tail[: starts[-1]]
             fragments.append(self._blocks(done, sources))
             self.committed += len(done)
             tail = tail[starts[-1] :]
-            self.tail_sent = ""
-            fragments.append(self._tail("", replace=True))
+            self.tail_sent, reset = "", True
         if final:
-            return fragments
+            return [*fragments, self._tail("", replace=True)] if reset or self.tail_sent else fragments
         delta = tail[len(self.tail_sent) :]
-        if not delta:
-            return fragments
         now = time.monotonic()
-        if now - self.tail_rendered_at >= TAIL_RENDER_EVERY and self.tail_sent:
+        if delta and self.tail_sent and now - self.tail_rendered_at >= TAIL_RENDER_EVERY:
             fragments.append(self._tail(render_answer(tail, sources), replace=True, rendered=True))
             self.tail_rendered_at = now
-        else:
-            fragments.append(self._tail(delta, replace=False))
+        elif delta or reset:
+            fragments.append(self._tail(delta, replace=reset))  # one fragment: reset and new text
         self.tail_sent = tail
         return fragments
 

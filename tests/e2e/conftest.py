@@ -1,0 +1,131 @@
+"""End to end: pplxweb in a daphne subprocess against the fake Perplexity, driven by Chromium.
+
+The server shares the test database (SQLite file or PostgreSQL test database) and the data dir
+(so the same encryption keys) with the test process; tests that use it take
+`django_db(transaction=True)` so what they write is committed and visible to the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(proc: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log.read_text()[-3000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
+
+
+def start(app: str, env: dict, log: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    handle = log.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
+        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    wait_for(proc, port, log)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="session")
+def fake_perplexity(tmp_path_factory):
+    """The fake upstream's base URL; `control(**plan)` steers its next asks."""
+    log = tmp_path_factory.mktemp("fake") / "fake.log"
+    proc, port = start("tests.fake_perplexity.app:application", {**os.environ}, log)
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+
+
+def control(base: str, **state) -> None:
+    request = urllib.request.Request(f"{base}/_control", data=json.dumps(state).encode(), method="POST")
+    urllib.request.urlopen(request, timeout=5).read()  # noqa: S310 - loopback test server
+
+
+def seen(base: str) -> list[dict]:
+    return json.loads(urllib.request.urlopen(f"{base}/_requests", timeout=5).read())  # noqa: S310
+
+
+@pytest.fixture(scope="session")
+def server_log(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pplxweb") / "server.log"
+
+
+@pytest.fixture(scope="session")
+def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_log):
+    """pplxweb (the real ASGI app under daphne) on the test database; yields its base URL."""
+    from django.conf import settings
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
+           "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
+           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    proc, port = start("pplxweb.asgi:application", env, server_log)
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+    assert "Traceback" not in server_log.read_text(), server_log.read_text()[-4000:]
+
+
+@pytest.fixture
+async def page(request):
+    """A fresh Chromium page (Debian's Chromium, never a downloaded browser); a screenshot is
+    saved to test-artifacts/ when the test fails."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = await browser.new_context(viewport=getattr(request, "param", None) or {"width": 1200, "height": 900})
+        page = await context.new_page()
+        page.console_errors = []
+        page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+        await page.add_init_script("document.addEventListener('htmx:wsOpen', () => { window.__wsOpen = true; });")
+        yield page
+        if getattr(request.node, "failed", False):
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+        await browser.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.failed = True
+    return report
