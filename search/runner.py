@@ -9,6 +9,7 @@ fragments through the channel group `entry-<id>`. The run listens on a control g
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
@@ -321,7 +322,11 @@ def launch(entry: Entry, user, request: AskRequest) -> Run:
     """Start the run for a saved entry as a task of this process's event loop."""
     run = Run(entry.pk, user, request, thread_id=entry.thread_id)
     RUNS[entry.pk] = run
-    run.main = asyncio.get_running_loop().create_task(run.execute(), name=f"search-{entry.pk}")
+    # A fresh context: the request or socket that started the run may end first, and with it
+    # the executor asgiref would otherwise use for this task's database calls.
+    run.main = asyncio.get_running_loop().create_task(
+        run.execute(), name=f"search-{entry.pk}", context=contextvars.Context()
+    )
     return run
 
 

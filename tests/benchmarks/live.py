@@ -21,7 +21,7 @@ os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
 
-from tests.e2e.conftest import control, start, stop  # noqa: E402
+from tests.e2e.conftest import control, start, stop
 
 
 def answer_chunks(events: int = 300, size: int = 10_000, citations: bool = True) -> list[str]:
@@ -47,7 +47,9 @@ async def measure(base_url: str) -> dict:
 
     def setup():
         user = get_user_model().objects.create_user(username=f"bench{time.time_ns()}", password="x" * 12)
-        PerplexityAccount.objects.create(user=user, session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}))
+        PerplexityAccount.objects.create(
+            user=user, session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}})
+        )
         client = Client()
         client.force_login(user)
         return client.cookies["pplxweb_sessionid"].value
@@ -55,7 +57,11 @@ async def measure(base_url: str) -> dict:
     from asgiref.sync import sync_to_async
 
     session = await sync_to_async(setup)()
-    comm = WebsocketCommunicator(application, "/ws/search/", headers=[(b"origin", b"http://localhost"), (b"cookie", f"pplxweb_sessionid={session}".encode())])
+    comm = WebsocketCommunicator(
+        application,
+        "/ws/search/",
+        headers=[(b"origin", b"http://localhost"), (b"cookie", f"pplxweb_sessionid={session}".encode())],
+    )
     assert (await comm.connect())[0]
     started = time.monotonic()
     await comm.send_to(text_data=json.dumps({"q": "benchmark"}))
@@ -121,7 +127,9 @@ def main() -> None:
     print(f"{'':>18}  " + "  ".join(f"{name:>15}" for name in results))
     for key in next(iter(results.values())):
         cells = [results[name][key] for name in results]
-        print(f"{key:>18}: " + "  ".join(f"{c:>15.2f}" if isinstance(c, float) else f"{c!s:>15}" for c in cells))
+        print(
+            f"{key:>18}: " + "  ".join(f"{c:>15.2f}" if isinstance(c, float) else f"{c!s:>15}" for c in cells)
+        )
     sys.exit(0 if all(r["status"] == "completed" for r in results.values()) else 1)
 
 

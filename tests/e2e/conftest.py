@@ -74,7 +74,7 @@ def fake_perplexity(tmp_path_factory):
 
 
 def control(base: str, **state) -> None:
-    request = urllib.request.Request(f"{base}/_control", data=json.dumps(state).encode(), method="POST")
+    request = urllib.request.Request(f"{base}/_control", data=json.dumps(state).encode(), method="POST")  # noqa: S310
     urllib.request.urlopen(request, timeout=5).read()  # noqa: S310 - loopback test server
 
 
@@ -110,12 +110,16 @@ async def page(request):
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = await browser.new_context(viewport=getattr(request, "param", None) or {"width": 1200, "height": 900})
+        context = await browser.new_context(
+            viewport=getattr(request, "param", None) or {"width": 1200, "height": 900}
+        )
         page = await context.new_page()
         page.console_errors = []
         page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: page.console_errors.append(str(e)))
-        await page.add_init_script("document.addEventListener('htmx:wsOpen', () => { window.__wsOpen = true; });")
+        await page.add_init_script(
+            "document.addEventListener('htmx:wsOpen', () => { window.__wsOpen = true; });"
+        )
         yield page
         if getattr(request.node, "failed", False):
             ARTIFACTS.mkdir(exist_ok=True)

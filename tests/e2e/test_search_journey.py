@@ -23,7 +23,10 @@ def linked_owner():
 
     owner = get_user_model().objects.create_superuser(username="alice", password=PASSWORD)
     PerplexityAccount.objects.create(
-        user=owner, email="fake@example.com", tier="pro", session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}})
+        user=owner,
+        email="fake@example.com",
+        tier="pro",
+        session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}),
     )
     return owner
 
@@ -52,7 +55,9 @@ async def test_a_question_streams_into_the_page(page, pplxweb_server, fake_perpl
     assert await entry.locator(".status-running").count() == 1  # still streaming
     await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
     await expect(entry.locator(".answer")).to_contain_text("Sentence 23 about Paris")
-    await expect(entry.locator(".answer a.cite").first).to_have_attribute("href", "https://en.wikipedia.org/wiki/Paris")
+    await expect(entry.locator(".answer a.cite").first).to_have_attribute(
+        "href", "https://en.wikipedia.org/wiki/Paris"
+    )
     await expect(entry.locator(".related")).to_contain_text("What is the population of Paris?")
     assert "/thread/" in page.url
     saved = await Entry.objects.aget()

@@ -1,0 +1,159 @@
+"""The search pages over plain HTTP (JavaScript off), OpenSearch, and runs that die."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.urls import reverse
+
+from search import runner, services
+from search.models import Entry, Thread
+from tests.search.conftest import Paced, answer_stream, serve, words
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def client_for(user) -> AsyncClient:
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return client
+
+
+async def wait_done(pk: int) -> Entry:
+    for _ in range(200):
+        entry = await Entry.objects.aget(pk=pk)
+        if entry.status != "running":
+            return entry
+        await asyncio.sleep(0.05)
+    raise AssertionError("still running")
+
+
+async def test_search_without_javascript_redirects_to_a_refreshing_thread(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(40)), pause=0.02))
+    client = await client_for(owner)
+    response = await client.post(
+        reverse("search:ask"),
+        {"q": "plain form", "sources_set": "1", "sources": ["web"], "incognito_set": "1"},
+    )
+    assert response.status_code == 302
+    entry = await Entry.objects.aget()
+    assert response.url.startswith(reverse("search:thread", args=[entry.thread_id]))
+    page = (await client.get(reverse("search:thread", args=[entry.thread_id]))).content.decode()
+    assert '<meta http-equiv="refresh" content="3">' in page and "plain form" in page
+    entry = await wait_done(entry.pk)
+    assert entry.status == "completed" and not entry.options["incognito"]  # the form said so
+    page = (await client.get(reverse("search:thread", args=[entry.thread_id]))).content.decode()
+    assert 'http-equiv="refresh"' not in page and "word39" in page and "What next?" in page
+
+
+async def test_an_invalid_form_is_shown_again_with_its_error(owner, alinked):
+    client = await client_for(owner)
+    response = await client.post(reverse("search:ask"), {"q": "x", "include_domains": "bad domain!"})
+    assert response.status_code == 200
+    assert "is not a domain" in response.content.decode()
+    assert not await Entry.objects.aexists()
+
+
+async def test_stop_without_javascript(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(300)), pause=0.02))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "long one"})
+    entry = await Entry.objects.aget()
+    await asyncio.sleep(0.3)
+    response = await client.post(reverse("search:stop", args=[entry.pk]))
+    assert response.status_code == 302
+    entry = await wait_done(entry.pk)
+    assert entry.status == "stopped" and entry.answer.startswith("word0")
+
+
+async def test_a_server_shutdown_saves_the_partial_answer_as_interrupted(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(300)), pause=0.02))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "shutdown"})
+    await asyncio.sleep(0.4)
+    await runner.shutdown()
+    entry = await Entry.objects.aget()
+    assert (
+        entry.status == "interrupted" and entry.answer.startswith("word0") and "server stopped" in entry.error
+    )
+
+
+@sync_to_async
+def _stale_entries(owner):
+    thread = Thread.objects.create(user=owner, title="t")
+    dead = Entry.objects.create(
+        thread=thread, question="dead", runner=f"{services.socket.gethostname()}:999999", answer="partial"
+    )
+    elsewhere = Entry.objects.create(thread=thread, question="other host", runner="otherhost:1")
+    alive = Entry.objects.create(thread=thread, question="alive", runner=services.RUNNER)
+    return dead, elsewhere, alive
+
+
+async def test_runs_that_died_are_marked_interrupted(owner):
+    dead, elsewhere, alive = await _stale_entries(owner)
+    from django.utils import timezone
+
+    await Entry.objects.filter(pk=elsewhere.pk).aupdate(heartbeat=timezone.now() - services.STALE_AFTER * 2)
+    assert await sync_to_async(services.sweep_interrupted)() == 2
+    assert (await Entry.objects.aget(pk=dead.pk)).status == "interrupted"
+    assert (await Entry.objects.aget(pk=dead.pk)).answer == "partial"
+    assert (await Entry.objects.aget(pk=elsewhere.pk)).status == "interrupted"
+    assert (await Entry.objects.aget(pk=alive.pk)).status == "running"
+    assert await sync_to_async(services.sweep_interrupted)(at_start=True) == 0  # our own process is alive
+
+
+async def test_home_prefills_q_and_asks_only_through_the_socket(owner):
+    client = await client_for(owner)
+    response = await client.get(reverse("search:home"), {"q": "from the address bar"})
+    page = response.content.decode()
+    assert "from the address bar" in page and 'data-autoask="1"' in page
+    assert not await Entry.objects.aexists()  # a GET never spends a search
+    assert 'rel="search" type="application/opensearchdescription+xml"' in page
+
+
+async def test_opensearch_description():
+    response = await AsyncClient().get(reverse("search:opensearch"))
+    assert response.status_code == 200
+    assert b'template="http://testserver/?q={searchTerms}"' in response.content
+
+
+async def test_another_persons_thread_and_stop_are_not_found(owner, member, alinked, upstream):
+    serve(upstream, Paced(answer_stream(["x"])))
+    await (await client_for(owner)).post(reverse("search:ask"), {"q": "mine"})
+    entry = await Entry.objects.aget()
+    other = await client_for(member)
+    assert (await other.get(reverse("search:thread", args=[entry.thread_id]))).status_code == 404
+    assert (await other.post(reverse("search:stop", args=[entry.pk]))).status_code == 404
+    response = await other.post(reverse("search:ask"), {"q": "sneak", "thread": entry.thread_id})
+    assert response.status_code == 404 or "not found" in response.content.decode().lower()
+    await wait_done(entry.pk)
+
+
+async def test_thread_page_renders_saved_entries_safely(owner):
+    @sync_to_async
+    def make():
+        thread = Thread.objects.create(user=owner, title="t")
+        return Entry.objects.create(
+            thread=thread,
+            question="<script>q</script>",
+            status="completed",
+            answer="**A** [1] <img src=x onerror=y>",
+            sources=[{"title": "<b>S</b>", "url": "https://s.example", "snippet": "", "date": ""}],
+            related=["<i>r</i>"],
+        )
+
+    entry = await make()
+    page = (
+        await (await client_for(owner)).get(reverse("search:thread", args=[entry.thread_id]))
+    ).content.decode()
+    assert "<strong>A</strong>" in page and 'href="https://s.example" class="cite"' in page
+    assert (
+        "<script>q" not in page and "<img" not in page and "<b>S</b>" not in page and "<i>r</i>" not in page
+    )
+
+
+__all__ = ["json"]
