@@ -333,6 +333,8 @@ def launch(entry: Entry, user, request: AskRequest) -> Run:
 async def shutdown() -> None:
     """Server stopping: cancel every run; each saves what arrived as interrupted."""
     tasks = [run.main for run in RUNS.values()]
+    if tasks:
+        log.info("server stopping: saving %d running answer(s) as interrupted", len(tasks))
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

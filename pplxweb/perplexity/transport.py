@@ -7,6 +7,7 @@ client code (and respx in tests) stays plain httpx. `impersonate="off"` uses htt
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -82,7 +83,7 @@ class CurlTransport(httpx.AsyncBaseTransport):
             headers=[
                 (k, v or "") for k, v in response.headers.multi_items() if k.lower() not in DROP_RESPONSE
             ],
-            stream=_CurlStream(response, request),
+            stream=_CurlStream(response, request, self._session),
             request=request,
         )
 
@@ -93,9 +94,10 @@ class CurlTransport(httpx.AsyncBaseTransport):
 
 
 class _CurlStream(httpx.AsyncByteStream):
-    def __init__(self, response: Any, request: httpx.Request) -> None:
+    def __init__(self, response: Any, request: httpx.Request, session: Any) -> None:
         self._response = response
         self._request = request
+        self._session = session
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         from curl_cffi.requests import exceptions as curl_errors
@@ -110,4 +112,15 @@ class _CurlStream(httpx.AsyncByteStream):
             raise httpx.RemoteProtocolError(str(exc), request=self._request) from exc
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        """Abort a transfer still running (curl_cffi's own aclose waits for it to finish)."""
+        response = self._response
+        task = response.astream_task
+        if task is None:
+            return
+        if not task.done():
+            if response.quit_now is not None:
+                response.quit_now.set()
+            acurl = getattr(self._session, "acurl", None)
+            if response.curl is not None and acurl is not None:
+                acurl.remove_handle(response.curl)  # detaches the handle and ends its task
+        await asyncio.wait([task], timeout=5)

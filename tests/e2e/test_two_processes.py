@@ -16,7 +16,9 @@ from tests.e2e.test_search_journey import linked_owner
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL: the in-memory layer is one process's"),
+    pytest.mark.skipif(
+        not os.environ.get("REDIS_URL"), reason="needs REDIS_URL: the in-memory layer is one process's"
+    ),
 ]
 
 
@@ -53,7 +55,11 @@ async def test_a_second_process_follows_a_run_of_the_first(pplxweb_server, fake_
             await receive_until(first, "part3")
             entry = await Entry.objects.aget()
             other = f"http://127.0.0.1:{port}"
-            async with connect(f"ws://127.0.0.1:{port}/ws/search/?thread={entry.thread_id}", origin=other, additional_headers={"Cookie": cookie}) as watcher:
+            async with connect(
+                f"ws://127.0.0.1:{port}/ws/search/?thread={entry.thread_id}",
+                origin=other,
+                additional_headers={"Cookie": cookie},
+            ) as watcher:
                 followed = await receive_until(watcher, "status-completed")
         assert "part59" in followed
         assert (await Entry.objects.aget()).status == "completed"

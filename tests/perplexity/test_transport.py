@@ -57,11 +57,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for event in answer_stream(["Streamed ", "through ", "a real socket."]):
+            slow = json.loads(body).get("query_str") == "slow"
+            parts = [f"part{i} " for i in range(20)] if slow else ["Streamed ", "through ", "a real socket."]
+            for event in answer_stream(parts):
                 chunk = sse([event], end=False)
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
-                time.sleep(0.01)
+                try:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                except OSError:
+                    return None  # the client went away
+                time.sleep(0.3 if slow else 0.01)
             tail = b"event: end_of_stream\r\ndata: {}\r\n\r\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
             return None
@@ -134,3 +139,29 @@ async def test_a_refused_connection_is_a_network_error(impersonate):
     async with PerplexityClient(f"http://127.0.0.1:{port}", impersonate=impersonate) as c:
         with pytest.raises(NetworkError):
             await c.session_info()
+
+
+@pytest.mark.parametrize("impersonate", ["chrome", "off"])
+async def test_cancelling_closes_the_upstream_request_at_once(server, impersonate):
+    import asyncio
+
+    async with PerplexityClient(
+        server, impersonate=impersonate, cookies={"__Secure-next-auth.session-token": TOKEN}
+    ) as c:
+
+        async def read():
+            async for _ in c.ask(AskRequest("slow")):
+                pass
+
+        task = asyncio.create_task(read())
+        await asyncio.sleep(0.8)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 1.0  # not the ~5 s the rest of the answer takes
+        # and the client is still good for the next question
+        stream = c.ask(AskRequest("hello"))
+        async for _ in stream:
+            pass
+        assert extract(stream.snapshot, ended=stream.ended).status == "completed"
