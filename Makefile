@@ -25,6 +25,7 @@ format: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) -m tests.benchmarks.stream
+	$(PY) -m tests.benchmarks.live
 
 $(VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
