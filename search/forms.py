@@ -49,7 +49,18 @@ class SearchForm(forms.Form):
             "required": "Type a question first.",
             "max_length": f"A question can be at most {MAX_QUESTION:,} characters.",
         },
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Ask anything…", "autofocus": True}),
+        widget=forms.Textarea(
+            attrs={
+                "rows": 2,
+                "placeholder": "Ask anything…",
+                "autofocus": True,
+                # "you asked this before": past questions while typing, from the history only
+                "hx-get": "/history/suggest/",
+                "hx-trigger": "input changed delay:300ms",
+                "hx-target": "#suggestions",
+                "hx-swap": "innerHTML",
+            }
+        ),
     )
     thread = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     model = forms.ChoiceField(label="Model", required=False)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search import views
+from search import history_views, views
 
 app_name = "search"
 
@@ -11,6 +11,12 @@ urlpatterns = [
     path("search/", views.ask, name="ask"),
     path("thread/<int:pk>/", views.thread, name="thread"),
     path("entry/<int:pk>/stop/", views.stop, name="stop"),
-    path("history/", views.history, name="history"),
+    path("entry/<int:pk>/reask/", views.reask, name="reask"),
+    path("history/", history_views.history_page, name="history"),
+    path("history/suggest/", history_views.suggest, name="suggest"),
+    path("history/delete/", history_views.delete, name="delete"),
+    path("history/export.zip", history_views.export_all, name="export_all"),
+    path("history/import/", history_views.import_view, name="import"),
+    path("thread/<int:pk>/export.<str:kind>", history_views.export_thread, name="export_thread"),
     path("opensearch.xml", views.opensearch, name="opensearch"),
 ]

@@ -91,6 +91,25 @@ def _thread_context(user, thread: Thread) -> dict:
     }
 
 
+@require_POST
+async def reask(request: HttpRequest, pk: int) -> HttpResponse:
+    """The same question with the same options, as a new conversation."""
+    user = await request.auser()
+
+    def start():
+        entry = services.entry_for(user, pk)
+        new = services.start_search(user, entry.question, services.options_from_json(entry.options))
+        return new, runner.build_request(new)
+
+    try:
+        entry, upstream_request = await database_sync_to_async(start)()
+    except services.SearchRefused as exc:
+        messages.error(request, exc.message)
+        return redirect("search:home")
+    runner.launch(entry, user, upstream_request)
+    return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
+
+
 @require_GET
 def thread(request: HttpRequest, pk: int) -> HttpResponse:
     """A conversation, every turn from the database; live over the socket while one runs."""
@@ -113,12 +132,6 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
         await get_channel_layer().group_send(runner.control_group(entry.pk), {"type": "run.stop"})
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
-
-
-@require_GET
-def history(request: HttpRequest) -> HttpResponse:
-    threads = Thread.objects.filter(user=request.user).order_by("-updated")[:50]
-    return render(request, "search/history.html", {"threads": threads})
 
 
 @login_not_required

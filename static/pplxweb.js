@@ -53,3 +53,20 @@ document.addEventListener("htmx:wsAfterMessage", () => {
     window.history.replaceState(null, "", link.dataset.url);
   }
 });
+
+// "Copy answer": the answer's text as shown, with or without the citation numbers.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy]");
+  if (!button) return;
+  const answer = document.getElementById(`${button.dataset.copy}-answer`);
+  if (!answer) return;
+  const clone = answer.cloneNode(true);
+  if (button.dataset.citations === "0") clone.querySelectorAll("a.cite").forEach((a) => a.remove());
+  else clone.querySelectorAll("a.cite").forEach((a) => { a.textContent = `[${a.textContent}]`; });
+  try {
+    await navigator.clipboard.writeText(clone.innerText.trim());
+    button.textContent = "Copied";
+  } catch {
+    button.textContent = "Copy failed";
+  }
+});

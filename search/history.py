@@ -1,0 +1,170 @@
+"""History: the person's entries listed, searched, exported and imported.
+
+Full-text search runs on SQLite's FTS5 table (migration 0002, kept in sync by triggers) or on
+PostgreSQL's text search over the same expression its GIN index covers. What a person types is
+turned into plain quoted words, so FTS syntax (`"`, `NEAR(`, `*`, `-`, parentheses) is just text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from django.db import connection
+from django.db.models import QuerySet
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from search.models import Entry
+
+MAX_QUERY = 500
+PAGE = 50
+MAX_PAGE = 200
+START, STOP = "\x02", "\x03"
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class QueryTooLong(Exception):
+    message = f"That search is too long; use at most {MAX_QUERY} characters."
+
+
+@dataclass
+class Filters:
+    text: str = ""
+    after: date | None = None
+    before: date | None = None
+    status: str = ""
+    model: str = ""
+    domain: str = ""
+
+
+def words(text: str) -> list[str]:
+    if len(text) > MAX_QUERY:
+        raise QueryTooLong
+    return WORD.findall(text.lower())[:20]
+
+
+def fts5_query(text: str, prefix_last: bool = True) -> str:
+    """Plain words as an FTS5 query: each one quoted (so nothing is syntax), all required."""
+    terms = [f'"{w}"' for w in words(text)]
+    if terms and prefix_last:
+        terms[-1] += "*"
+    return " ".join(terms)
+
+
+def highlight(snippet: str) -> SafeString:
+    """Our markers around matches -> <mark>; everything else escaped."""
+    html = escape(snippet).replace(START, "<mark>").replace(STOP, "</mark>")
+    return mark_safe(html)  # noqa: S308 - escaped above; only our own tags added
+
+
+def entries_for(user) -> QuerySet[Entry]:
+    return Entry.objects.filter(thread__user=user)
+
+
+def filtered(user, filters: Filters) -> QuerySet[Entry]:
+    entries = entries_for(user)
+    if filters.after:
+        entries = entries.filter(created__date__gte=filters.after)
+    if filters.before:
+        entries = entries.filter(created__date__lte=filters.before)
+    if filters.status:
+        entries = entries.filter(status=filters.status)
+    if filters.model:
+        entries = entries.filter(model=filters.model)
+    if filters.domain:
+        entries = entries.filter(sources__icontains=f"//{filters.domain}")
+    return entries
+
+
+def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> list[Entry]:
+    """Newest first; the next page starts below the last id shown (a cursor, stable under inserts)."""
+    entries = filtered(user, filters).select_related("thread").defer("answer", "steps", "options", "related")
+    if before_id:
+        entries = entries.filter(pk__lt=before_id)
+    return list(entries.order_by("-pk")[: max(1, min(size, MAX_PAGE))])
+
+
+def search(
+    user, filters: Filters, offset: int = 0, size: int = PAGE
+) -> list[tuple[Entry, SafeString, SafeString]]:
+    """(entry, highlighted question, highlighted answer excerpt), best match first, then newest."""
+    if not words(filters.text):
+        return []
+    size = max(1, min(size, MAX_PAGE))
+    offset = max(0, min(offset, 100_000))
+    ids = (
+        _sqlite_match(user, filters.text, offset, size)
+        if connection.vendor == "sqlite"
+        else _postgres_match(user, filters.text, offset, size)
+    )
+    if not ids:
+        return []
+    rows = {
+        e.pk: e
+        for e in filtered(user, filters)
+        .filter(pk__in=[i for i, _, _ in ids])
+        .select_related("thread")
+        .defer("answer", "steps", "options", "related")
+    }
+    return [(rows[i], highlight(q), highlight(a)) for i, q, a in ids if i in rows]
+
+
+def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
+    query = fts5_query(text)
+    sql = f"""
+        SELECT f.rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
+               snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+        FROM search_entry_fts f
+        JOIN search_entry e ON e.id = f.rowid
+        JOIN search_thread t ON t.id = e.thread_id
+        WHERE search_entry_fts MATCH %s AND t.user_id = %s
+        ORDER BY f.rank, f.rowid DESC
+        LIMIT %s OFFSET %s"""  # noqa: S608 - markers are constants; values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query, user.pk, size, offset])
+        return cursor.fetchall()
+
+
+def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
+    terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
+    document = "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.sources::text)"
+    options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
+    sql = f"""
+        SELECT e.id,
+               ts_headline('simple', e.question, q, %s),
+               ts_headline('simple', left(e.answer, 20000), q, %s)
+        FROM search_entry e JOIN search_thread t ON t.id = e.thread_id, to_tsquery('simple', %s) q
+        WHERE t.user_id = %s AND {document} @@ q
+        ORDER BY ts_rank({document}, q) DESC, e.id DESC
+        LIMIT %s OFFSET %s"""  # noqa: S608 - the expression is a constant; values are parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [options, options, terms, user.pk, size, offset])
+        return cursor.fetchall()
+
+
+def suggestions(user, text: str, limit: int = 3) -> list[Entry]:
+    """Up to `limit` past questions matching what is being typed (no Perplexity search spent)."""
+    if not words(text) or len(text.strip()) < 3:
+        return []
+    if connection.vendor == "sqlite":
+        sql = """SELECT f.rowid FROM search_entry_fts f
+                 JOIN search_entry e ON e.id = f.rowid JOIN search_thread t ON t.id = e.thread_id
+                 WHERE search_entry_fts MATCH %s AND t.user_id = %s AND e.status = 'completed'
+                 ORDER BY f.rank, f.rowid DESC LIMIT %s"""
+        params = [f"question : ({fts5_query(text)})", user.pk, limit]
+    else:
+        sql = """SELECT e.id FROM search_entry e JOIN search_thread t ON t.id = e.thread_id
+                 WHERE t.user_id = %s AND e.status = 'completed'
+                   AND to_tsvector('simple', e.question) @@ to_tsquery('simple', %s)
+                 ORDER BY e.id DESC LIMIT %s"""
+        ws = words(text)
+        params = [user.pk, " & ".join([*ws[:-1], f"{ws[-1]}:*"]), limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = [row[0] for row in cursor.fetchall()]
+    found = {
+        e.pk: e for e in entries_for(user).filter(pk__in=ids).only("pk", "question", "created", "thread_id")
+    }
+    return [found[i] for i in ids if i in found]

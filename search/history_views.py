@@ -1,0 +1,153 @@
+"""History pages: list and search, suggestions while typing, delete, export and import."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from django import forms
+from django.contrib import messages
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from search import export, history, services
+from search.history import Filters, QueryTooLong
+from search.models import Entry, Thread
+
+STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
+
+
+class HistoryFilterForm(forms.Form):
+    q = forms.CharField(label="Search your history", required=False, max_length=10 * 1024 * 1024)
+    after = forms.DateField(label="From", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    before = forms.DateField(label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    status = forms.ChoiceField(label="Status", required=False, choices=STATUS_CHOICES)
+    model = forms.CharField(label="Model", required=False, max_length=80)
+    domain = forms.CharField(label="Source site", required=False, max_length=253)
+
+    def filters(self) -> Filters:
+        data = self.cleaned_data
+        return Filters(
+            text=data.get("q") or "",
+            after=data.get("after"),
+            before=data.get("before"),
+            status=data.get("status") or "",
+            model=(data.get("model") or "").strip(),
+            domain=(data.get("domain") or "").strip().lower().removeprefix("www."),
+        )
+
+
+def _int(value, default: int, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return default if not low <= number <= high else number
+
+
+@require_GET
+def history_page(request: HttpRequest) -> HttpResponse:
+    form = HistoryFilterForm(request.GET or None)
+    filters = Filters()
+    if form.is_bound and form.is_valid():
+        filters = form.filters()
+    size = _int(request.GET.get("size"), history.PAGE, 1, history.MAX_PAGE)
+    context = {"form": form, "filters": filters, "size": size, "rows": [], "results": [], "next_cursor": None}
+    query = {k: v for k, v in request.GET.items() if k not in ("before_id", "page") and v}
+    try:
+        if filters.text.strip():
+            page = _int(request.GET.get("page"), 0, 0, 2000)
+            results = history.search(request.user, filters, offset=page * size, size=size)
+            context.update(results=results, page=page, next_page=page + 1 if len(results) == size else None)
+        else:
+            before_id = _int(request.GET.get("before_id"), 0, 1, 2**62) or None
+            rows = history.page(request.user, filters, before_id, size)
+            context.update(rows=rows, next_cursor=rows[-1].pk if len(rows) == size else None)
+    except QueryTooLong as exc:
+        form.add_error("q", exc.message)
+    context["query"] = query
+    return render(request, "search/history.html", context)
+
+
+@require_GET
+def suggest(request: HttpRequest) -> HttpResponse:
+    text = request.GET.get("q", "")
+    found = [] if len(text) > history.MAX_QUERY else history.suggestions(request.user, text)
+    return render(request, "search/suggestions_fragment.html", {"entries": found})
+
+
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest) -> HttpResponse:
+    """Delete one entry, a selection, or everything: GET asks to confirm, POST deletes."""
+    everything = request.POST.get("all") == "1" if request.method == "POST" else request.GET.get("all") == "1"
+    ids = [
+        int(i)
+        for i in (request.POST.getlist("entry") if request.method == "POST" else request.GET.getlist("entry"))
+        if str(i).isdigit()
+    ][:1000]
+    entries = history.entries_for(request.user)
+    chosen = entries if everything else entries.filter(pk__in=ids)
+    if request.method == "GET" or request.POST.get("confirm") != "1":
+        return render(
+            request,
+            "search/delete.html",
+            {
+                "entries": chosen.select_related("thread")[:200],
+                "count": chosen.count(),
+                "everything": everything,
+            },
+        )
+    with transaction.atomic():
+        count = chosen.count()
+        thread_ids = list(chosen.values_list("thread_id", flat=True).distinct())
+        chosen.delete()
+        Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True).delete()
+    messages.success(request, f"Deleted {count} entr{'y' if count == 1 else 'ies'}.")
+    return redirect("search:history")
+
+
+@require_GET
+def export_thread(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    if kind not in ("md", "json"):
+        raise Http404
+    thread = services.thread_for(request.user, pk)
+    name = slugify(thread.title)[:60] or f"thread-{thread.pk}"
+    if kind == "md":
+        response = HttpResponse(export.thread_markdown(thread), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+        return response
+    response = JsonResponse(
+        export.thread_json(thread), json_dumps_params={"ensure_ascii": False, "indent": 1}
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    return response
+
+
+@require_GET
+def export_all(request: HttpRequest) -> HttpResponse:
+    response = HttpResponse(export.history_zip(request.user), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="pplxweb-history-{date.today():%Y-%m-%d}.zip"'
+    return response
+
+
+@require_POST
+def import_view(request: HttpRequest) -> HttpResponse:
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(
+            request, "Choose a file exported from pplxweb (history.json, a thread's .json, or the zip)."
+        )
+        return redirect("search:history")
+    try:
+        imported, skipped = export.import_history(request.user, upload.read(export.MAX_IMPORT + 1))
+    except export.ImportRefused as exc:
+        messages.error(request, exc.message)
+        return redirect("search:history")
+    messages.success(request, f"Imported {imported} conversation(s); {skipped} were already here.")
+    return redirect("search:history")
+
+
+__all__ = ["json"]
