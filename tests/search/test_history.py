@@ -1,0 +1,256 @@
+"""History: list, full-text search, delete, export and import, suggestions; each only one's own."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from search.models import Entry, Thread
+
+pytestmark = pytest.mark.django_db
+
+
+def make(
+    user, question, answer="", sources=(), status="completed", model="pplx_pro", days_ago=0, thread=None
+):
+    thread = thread or Thread.objects.create(user=user, title=question)
+    entry = Entry.objects.create(
+        thread=thread,
+        question=question,
+        answer=answer,
+        sources=list(sources),
+        status=status,
+        model=model,
+        related=["r?"],
+    )
+    if days_ago:
+        Entry.objects.filter(pk=entry.pk).update(created=timezone.now() - timedelta(days=days_ago))
+        entry.refresh_from_db()
+    return entry
+
+
+WIKI = {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "snippet": "", "date": ""}
+
+
+def test_history_lists_newest_first_grouped_by_day(owner_client, owner):
+    make(owner, "old question", days_ago=3)
+    make(owner, "new question", sources=[WIKI])
+    page = owner_client.get(reverse("search:history")).content.decode()
+    assert page.index("new question") < page.index("old question")
+    assert page.count('<li class="day">') == 2
+    assert "1 source" in page and "status-completed" in page
+
+
+def test_cursor_pagination_and_absurd_values(owner_client, owner):
+    for i in range(7):
+        make(owner, f"question {i}")
+    page = owner_client.get(reverse("search:history"), {"size": 3}).content.decode()
+    assert "question 6" in page and "question 4" in page and "question 3" not in page
+    cursor = Entry.objects.get(question="question 4").pk
+    page = owner_client.get(reverse("search:history"), {"size": 3, "before_id": cursor}).content.decode()
+    assert "question 3" in page and "question 4" not in page
+    for bad in (
+        {"before_id": "-5"},
+        {"before_id": "x"},
+        {"size": "100000000"},
+        {"size": "-1"},
+        {"page": "999999999"},
+        {"before_id": "9" * 40},
+    ):
+        assert owner_client.get(reverse("search:history"), bad).status_code == 200
+
+
+def test_filters_are_in_the_url(owner_client, owner):
+    make(owner, "kept", sources=[WIKI], model="gpt55")
+    make(owner, "failed one", status="failed")
+    make(owner, "other model", model="claude")
+    page = owner_client.get(reverse("search:history"), {"status": "failed"}).content.decode()
+    assert "failed one" in page and "kept" not in page
+    page = owner_client.get(
+        reverse("search:history"), {"model": "gpt55", "domain": "en.wikipedia.org"}
+    ).content.decode()
+    assert "kept" in page and "other model" not in page
+
+
+def test_full_text_search_over_questions_answers_and_sources_with_safe_highlights(owner_client, owner):
+    make(
+        owner,
+        "Where is the <b>Eiffel</b> tower?",
+        answer="It stands in Paris, on the Champ de Mars.",
+        sources=[WIKI],
+    )
+    make(owner, "Unrelated", answer="Nothing about it")
+    page = owner_client.get(reverse("search:history"), {"q": "eiffel"}).content.decode()
+    assert "<mark>Eiffel</mark>" in page and "&lt;b&gt;" in page  # our mark; their markup escaped
+    assert "<b>Eiffel" not in page and "Unrelated" not in page
+    assert (
+        "<mark>Champ</mark>" in owner_client.get(reverse("search:history"), {"q": "champ"}).content.decode()
+    )
+    assert (
+        "Eiffel" in owner_client.get(reverse("search:history"), {"q": "wikipedia"}).content.decode()
+    )  # a source title
+    assert (
+        "Eiffel" in owner_client.get(reverse("search:history"), {"q": "cham"}).content.decode()
+    )  # prefix of the last word
+
+
+@pytest.mark.parametrize(
+    "text", ['"', "NEAR(", "*", "-", "(a", "a)", 'x" OR "y', "AND", "a:b", "^", "{x}", "🙂"]
+)
+def test_search_text_with_fts_syntax_is_plain_words(owner_client, owner, text):
+    make(owner, "a question about x and y")
+    assert owner_client.get(reverse("search:history"), {"q": text}).status_code == 200
+
+
+def test_a_10_mb_search_is_refused_with_a_sentence(owner_client):
+    response = owner_client.get(reverse("search:history"), {"q": "x" * (10 * 1024 * 1024 - 10)})
+    assert response.status_code == 200
+    assert "too long" in response.content.decode()
+
+
+def test_search_ranks_relevance_then_recency(owner_client, owner):
+    make(owner, "paris", answer="paris paris paris", days_ago=5)
+    make(owner, "one mention", answer="paris")
+    page = owner_client.get(reverse("search:history"), {"q": "paris"}).content.decode()
+    assert page.index("<mark>paris</mark>") < page.index("one mention")
+
+
+def test_delete_one_a_selection_and_everything_needs_confirmation_and_post(owner_client, owner):
+    a, b, c = (make(owner, f"delete me {i}", answer="findable") for i in range(3))
+    assert (
+        owner_client.get(reverse("search:delete"), {"entry": a.pk}).status_code == 200
+    )  # a confirmation page
+    assert Entry.objects.count() == 3
+    owner_client.post(
+        reverse("search:delete"), {"entry": [a.pk]}
+    )  # no confirm: only the confirmation page again
+    assert Entry.objects.count() == 3
+    owner_client.post(reverse("search:delete"), {"entry": [a.pk, b.pk], "confirm": "1"})
+    assert list(Entry.objects.values_list("pk", flat=True)) == [c.pk]
+    assert Thread.objects.count() == 1  # empty threads go too
+    page = owner_client.get(reverse("search:history"), {"q": "findable"}).content.decode()
+    assert "delete me 0" not in page and "delete me 2" in page  # gone from search too
+    owner_client.post(reverse("search:delete"), {"all": "1", "confirm": "1"})
+    assert not Entry.objects.exists()
+    assert "delete me" not in owner_client.get(reverse("search:history"), {"q": "findable"}).content.decode()
+
+
+def test_export_a_thread_as_markdown_and_json(owner_client, owner):
+    entry = make(owner, "What is X?", answer="X is Y [1]. Not a source [7].", sources=[WIKI])
+    make(owner, "And Z?", answer="Z too.", thread=entry.thread)
+    md = owner_client.get(reverse("search:export_thread", args=[entry.thread_id, "md"]))
+    text = md.content.decode()
+    assert md["Content-Disposition"].startswith("attachment")
+    assert "## What is X?" in text and "## And Z?" in text
+    assert "X is Y [^1]. Not a source [7]." in text
+    assert "[^1]: [Paris - Wikipedia](https://en.wikipedia.org/wiki/Paris)" in text and "- r?" in text
+    data = owner_client.get(reverse("search:export_thread", args=[entry.thread_id, "json"])).json()
+    assert [e["question"] for e in data["entries"]] == ["What is X?", "And Z?"]
+    assert owner_client.get(reverse("search:export_thread", args=[entry.thread_id, "exe"])).status_code == 404
+
+
+def test_export_everything_and_import_it_back_skipping_what_is_there(owner_client, owner, member, client):
+    make(owner, "first", answer="one [1]", sources=[WIKI])
+    make(owner, "second", answer="two")
+    archive = zipfile.ZipFile(io.BytesIO(owner_client.get(reverse("search:export_all")).content))
+    names = archive.namelist()
+    assert "history.json" in names and sum(n.endswith(".md") for n in names) == 2
+    raw = archive.read("history.json")
+    client.force_login(member)
+    response = client.post(reverse("search:import"), {"file": io.BytesIO(raw)}, follow=True)
+    assert "Imported 2 conversation(s); 0 were already here." in response.content.decode()
+    mine = Entry.objects.filter(thread__user=member)
+    assert sorted(mine.values_list("question", flat=True)) == ["first", "second"]
+    assert mine.get(question="first").sources == [WIKI]
+    response = client.post(reverse("search:import"), {"file": io.BytesIO(raw)}, follow=True)
+    assert "Imported 0 conversation(s); 2 were already here." in response.content.decode()
+    zipped = owner_client.get(reverse("search:export_all")).content
+    response = owner_client.post(reverse("search:import"), {"file": io.BytesIO(zipped)}, follow=True)
+    assert "2 were already here" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("content", "sentence"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"[]", "not a pplxweb history export"),
+        (
+            json.dumps(
+                {
+                    "format": "pplxweb-history/1",
+                    "threads": [
+                        {"entries": [{"question": "ok", "created": "2026-01-01T00:00:00+00:00"}]},
+                        {"entries": [{"question": ""}]},
+                    ],
+                }
+            ).encode(),
+            "no question",
+        ),
+        (
+            json.dumps(
+                {
+                    "format": "pplxweb-history/1",
+                    "threads": [{"entries": [{"question": "q", "created": "yesterday"}]}],
+                }
+            ).encode(),
+            "not a date",
+        ),
+        (b"PK\x03\x04broken", "no history.json"),
+    ],
+)
+def test_a_malformed_import_is_refused_whole(owner_client, owner, content, sentence):
+    response = owner_client.post(reverse("search:import"), {"file": io.BytesIO(content)}, follow=True)
+    assert sentence in response.content.decode()
+    assert not Entry.objects.exists()
+
+
+def test_suggestions_match_past_questions_with_their_age(owner_client, owner):
+    make(owner, "How tall is the Eiffel tower?", days_ago=2)
+    make(owner, "Unrelated thing")
+    make(owner, "Eiffel tower opening hours", status="failed")
+    html = owner_client.get(reverse("search:suggest"), {"q": "eiffel tow"}).content.decode()
+    assert "How tall is the Eiffel tower?" in html and "2\xa0days ago" in html
+    assert "opening hours" not in html  # only answered questions
+    assert owner_client.get(reverse("search:suggest"), {"q": "ei"}).content.decode().strip() == ""
+    assert owner_client.get(reverse("search:suggest"), {"q": '"(*'}).status_code == 200
+
+
+def test_each_person_sees_only_their_own(client, owner, member):
+    mine = make(owner, "owner secret", answer="classified")
+    client.force_login(member)
+    assert "owner secret" not in client.get(reverse("search:history")).content.decode()
+    assert "owner secret" not in client.get(reverse("search:history"), {"q": "classified"}).content.decode()
+    assert "owner secret" not in client.get(reverse("search:suggest"), {"q": "owner secret"}).content.decode()
+    assert client.get(reverse("search:export_thread", args=[mine.thread_id, "md"])).status_code == 404
+    assert client.get(reverse("search:export_thread", args=[mine.thread_id, "json"])).status_code == 404
+    assert (
+        "owner secret"
+        not in zipfile.ZipFile(io.BytesIO(client.get(reverse("search:export_all")).content))
+        .read("history.json")
+        .decode()
+    )
+    client.post(reverse("search:delete"), {"entry": [mine.pk], "confirm": "1"})
+    client.post(reverse("search:delete"), {"all": "1", "confirm": "1"})
+    assert Entry.objects.filter(pk=mine.pk).exists()
+
+
+def test_history_page_query_count_does_not_grow_with_rows(owner_client, owner):
+    make(owner, "one")
+    with CaptureQueriesContext(connection) as few:
+        owner_client.get(reverse("search:history"))
+    for i in range(40):
+        make(owner, f"more {i}", sources=[WIKI])
+    with CaptureQueriesContext(connection) as many:
+        owner_client.get(reverse("search:history"))
+    assert len(many) == len(few)
+    with CaptureQueriesContext(connection) as searched:
+        owner_client.get(reverse("search:history"), {"q": "more"})
+    assert len(searched) <= len(few) + 2
