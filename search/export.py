@@ -167,6 +167,7 @@ def import_history(user, raw: bytes) -> tuple[int, int]:
             for item in thread["entries"]:
                 entry = Entry.objects.create(
                     thread=new,
+                    user=user,
                     question=item["question"],
                     status=item.get("status") or "completed",
                     answer=str(item.get("answer") or ""),

@@ -34,6 +34,10 @@ class Entry(models.Model):
         INTERRUPTED = "interrupted", "interrupted"
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="entries")
+    # the thread's owner, kept here too so history pages are one index range (user, -id)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     question = models.TextField()
     options = models.JSONField(default=dict)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
@@ -56,11 +60,20 @@ class Entry(models.Model):
 
     class Meta:
         ordering = ["created", "pk"]
-        indexes = [models.Index(fields=["status"]), models.Index(fields=["thread", "created"])]
+        indexes = [
+            models.Index(fields=["status"]),
+            models.Index(fields=["thread", "created"]),
+            models.Index(fields=["user", "-id"], name="search_entry_user_recent"),
+        ]
         verbose_name_plural = "entries"
 
     def __str__(self) -> str:
         return self.question[:80]
+
+    def save(self, *args, **kwargs) -> None:
+        if self.user_id is None and self.thread_id is not None:
+            self.user_id = Thread.objects.values_list("user_id", flat=True).get(pk=self.thread_id)
+        super().save(*args, **kwargs)
 
     @property
     def running(self) -> bool:

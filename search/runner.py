@@ -64,6 +64,7 @@ class Run:
     first_byte_ms: int | None = None
     first_text_ms: int | None = None
     stop_requested: bool = False
+    finishing: bool = False
     sent: dict[str, Any] = field(default_factory=dict)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
     models: dict = field(default_factory=dict)  # the catalogue, for model names
@@ -266,6 +267,7 @@ class Run:
             self.first_text_ms = elapsed
 
     async def finish(self) -> None:
+        self.finishing = True  # from here on the run is saving: never cancel it again
         await self.save(final=True)
         await self.update(final=True)
 
@@ -332,9 +334,14 @@ def launch(entry: Entry, user, request: AskRequest) -> Run:
 
 async def shutdown() -> None:
     """Server stopping: cancel every run; each saves what arrived as interrupted."""
-    tasks = [run.main for run in RUNS.values()]
-    if tasks:
-        log.info("server stopping: saving %d running answer(s) as interrupted", len(tasks))
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    runs = list(RUNS.values())
+    if runs:
+        log.info("server stopping: saving %d running answer(s) as interrupted", len(runs))
+    for _ in range(20):  # a library may swallow a cancellation (seen with the Redis layer): ask again
+        pending = [run for run in runs if not run.main.done() and not run.finishing]
+        if not pending:
+            break
+        for run in pending:
+            run.main.cancel()
+        await asyncio.wait([run.main for run in pending], timeout=0.5)
+    await asyncio.gather(*(run.main for run in runs), return_exceptions=True)

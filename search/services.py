@@ -96,6 +96,7 @@ def start_search(user, question: str, options: AskOptions, thread_id: int | None
         )
         entry = Entry.objects.create(
             thread=thread,
+            user=user,
             question=question,
             options=options_as_json(options),
             model_asked=options.model,

@@ -254,3 +254,12 @@ def test_history_page_query_count_does_not_grow_with_rows(owner_client, owner):
     with CaptureQueriesContext(connection) as searched:
         owner_client.get(reverse("search:history"), {"q": "more"})
     assert len(searched) <= len(few) + 2
+
+
+def test_the_full_text_index_triggers_survive_every_migration():
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL searches an expression index; no triggers to keep")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'search_entry'")
+        names = {row[0] for row in cursor.fetchall()}
+    assert names == {"search_entry_fts_insert", "search_entry_fts_update", "search_entry_fts_delete"}

@@ -1,5 +1,9 @@
 """Full-text search over questions, answers and sources: FTS5 on SQLite (kept in sync by
-triggers), a GIN expression index on PostgreSQL (see search/history.py for the queries)."""
+triggers), a GIN expression index on PostgreSQL (see search/history.py for the queries).
+
+SQLite drops a table's triggers when Django rebuilds it (most AlterField operations on Entry):
+a later migration that does so must create them again.
+"""
 
 from django.db import migrations
 
@@ -51,5 +55,5 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("search", "0001_initial")]
+    dependencies = [("search", "0002_entry_user")]
     operations = [migrations.RunPython(forward, backward)]

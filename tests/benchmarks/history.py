@@ -1,0 +1,109 @@
+"""Benchmark: history with 100,000 entries for one person, in a scratch SQLite database.
+
+    .venv/bin/python -m tests.benchmarks.history [ENTRIES]
+
+Prints p50/p95 server time of the history page, a full-text search and the suggestions
+(targets on SQLite: p95 under 100 ms each). Not a test: it only prints figures.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ["PPLXWEB_DATA_DIR"] = tempfile.mkdtemp(prefix="pplxweb-bench-")
+os.environ.pop("DATABASE_URL", None)
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+
+WORDS = ["paris", "france", "capital", "river", "seine", "population", "museum", "louvre", "tower", "eiffel", "history", "city", "europe", "python", "django", "database", "index", "query", "search", "answer", "source", "model", "research", "climate", "energy", "solar", "battery", "lithium", "price", "market", "economy", "inflation", "bank", "rate", "policy", "health", "sleep", "diet", "protein", "exercise", "heart", "brain", "memory", "music", "piano", "guitar", "film", "director", "award", "novel", "author", "poem", "space", "mars", "moon", "orbit", "rocket", "launch", "telescope", "galaxy", "star", "planet", "ocean", "whale", "coral", "reef", "forest", "tree"]
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def populate(count: int):
+    from django.contrib.auth import get_user_model
+
+    from search.models import Entry, Thread
+
+    rng = random.Random(7)
+    user = get_user_model().objects.create_user(username="bench", password="x" * 12)
+    batch = 2000
+    for start in range(0, count, batch):
+        threads = Thread.objects.bulk_create(
+            [Thread(user=user, title=f"thread {start + i}") for i in range(batch)]
+        )
+        Entry.objects.bulk_create(
+            [
+                Entry(
+                    thread=thread,
+                    user=user,
+                    question=sentence(rng, rng.randint(5, 14)).rstrip(".") + "?",
+                    answer="\n\n".join(sentence(rng, rng.randint(15, 30)) for _ in range(rng.randint(4, 12))),
+                    sources=[
+                        {
+                            "title": sentence(rng, 4),
+                            "url": f"https://{rng.choice(WORDS)}.example/{i}",
+                            "snippet": "",
+                            "date": "",
+                        }
+                        for i in range(rng.randint(3, 10))
+                    ],
+                    status="completed",
+                    model=rng.choice(["pplx_pro", "gpt55", "claude50sonnet"]),
+                )
+                for thread in threads
+            ]
+        )
+    return user
+
+
+def timed(client, path: str, params_list: list[dict], must_contain: str = "") -> tuple[float, float]:
+    samples = []
+    for params in params_list:
+        started = time.perf_counter()
+        response = client.get(path, params)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+        assert must_contain.encode() in response.content, (path, params)  # real results, not an empty page
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.95) - 1]
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    call_command("migrate", verbosity=0)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    started = time.perf_counter()
+    user = populate(count)
+    print(f"generated {count:,} entries in {time.perf_counter() - started:.0f} s", flush=True)
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    rng = random.Random(3)
+    pages = [{}] * 20 + [{"before_id": rng.randint(1000, count)} for _ in range(20)]
+    searches = [{"q": " ".join(rng.sample(WORDS, rng.randint(1, 3)))} for _ in range(40)]
+    suggestions = [{"q": " ".join(rng.sample(WORDS, 2))[: rng.randint(4, 12)]} for _ in range(40)]
+    timed(client, "/history/", [{}])  # warm up
+    print(f"{'request':>14} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, path, params in (
+        ("history page", "/history/", pages),
+        ("full-text", "/history/", searches),
+        ("suggestions", "/history/suggest/", suggestions),
+    ):
+        p50, p95 = timed(client, path, params)
+        print(f"{name:>14} {p50:>8.1f} {p95:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
