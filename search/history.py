@@ -113,20 +113,26 @@ def search(
 
 
 def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
-    # Ranking every match of common words costs time in proportion to the history; rank the
-    # person's newest CANDIDATES matches instead (FTS5 walks its index newest first).
+    # Ranking every match of common words costs time in proportion to the history, so only the
+    # newest CANDIDATES matches are ranked: FTS5 walks its index newest first, and a rowid bound
+    # is a constraint it answers from the index.
     query = fts5_query(text)
-    sql = f"""
-        SELECT f.rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
-               snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
-        FROM search_entry_fts f
-        WHERE search_entry_fts MATCH %s AND f.rowid IN (
-            SELECT c.rowid FROM search_entry_fts c JOIN search_entry e ON e.id = c.rowid
-            WHERE search_entry_fts MATCH %s AND e.user_id = %s ORDER BY c.rowid DESC LIMIT {CANDIDATES})
-        ORDER BY f.rank, f.rowid DESC
-        LIMIT %s OFFSET %s"""  # noqa: S608 - markers and the cap are constants; values are parameters
     with connection.cursor() as cursor:
-        cursor.execute(sql, [query, query, user.pk, size, offset])
+        cursor.execute(
+            "SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET %s",
+            [query, CANDIDATES - 1],
+        )
+        row = cursor.fetchone()
+        floor = row[0] if row else 0
+        sql = f"""
+            SELECT f.rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
+                   snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+            FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
+            WHERE search_entry_fts MATCH %s AND f.rowid >= %s AND e.user_id = %s
+            ORDER BY f.rank, f.rowid DESC
+            LIMIT %s OFFSET %s"""  # noqa: S608 - markers are constants; values are parameters
+        cursor.execute(sql, [query, floor, user.pk, size, offset])
         return cursor.fetchall()
 
 

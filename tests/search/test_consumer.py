@@ -212,6 +212,7 @@ async def test_turbo_answering_another_model_warns(owner, alinked, upstream):
     assert "the linked session may have expired" in joined
     entry = await Entry.objects.aget()
     assert entry.downgraded and entry.status == "completed"
+    await comm.disconnect()
 
 
 async def test_no_link_at_all_says_what_to_do(owner, upstream):
@@ -219,6 +220,7 @@ async def test_no_link_at_all_says_what_to_do(owner, upstream):
     await comm.send_to(text_data=json.dumps({"q": "x"}))
     joined = "".join(await receive_until(comm, "status-failed"))
     assert "Link your Perplexity account in Settings first" in joined
+    await comm.disconnect()
 
 
 @pytest.mark.parametrize(
