@@ -20,7 +20,15 @@ from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from accounts.services import Credential, NoCredential, credentials_for, make_client, record_search
+from accounts.services import (
+    Credential,
+    NoCredential,
+    credentials_for,
+    make_client,
+    record_search,
+    refresh_catalogue,
+)
+from accounts.services.catalogue import stale as catalogue_stale
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract
@@ -68,6 +76,11 @@ class Run:
     sent: dict[str, Any] = field(default_factory=dict)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
     models: dict = field(default_factory=dict)  # the catalogue, for model names
+    snapshot: Any = None  # the latest merged snapshot
+    _extracted: Any = None
+    _flush: asyncio.TimerHandle | None = None
+    _last_update: float = 0.0
+    _trailing: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
 
@@ -145,8 +158,28 @@ class Run:
             self.stats["bytes"] += len(html.encode())
             await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
 
+    def _flush_now(self) -> None:
+        self._flush = None
+        self._trailing = asyncio.ensure_future(self.update())
+
+    def _cancel_flush(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+
+    def _refresh_result(self) -> None:
+        """Extract the result from the latest snapshot (at most once per snapshot)."""
+        if self.snapshot is not None and self.snapshot is not self._extracted:
+            self._extracted = self.snapshot
+            self.result = extract(self.snapshot, asked=self.request.options.model)
+            if self.first_text_ms is None and self.result.answer:
+                self.first_text_ms = int((time.monotonic() - self.started) * 1000)
+
     async def update(self, final: bool = False) -> None:
         async with self._lock:
+            self._last_update = time.monotonic()
+            if not final:
+                self._refresh_result()
             if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
                 state = self.full_state()
                 for channel in self._syncs:
@@ -175,6 +208,10 @@ class Run:
         listener = asyncio.create_task(self.listen(channel))
         try:
             await self.stream()
+            try:
+                await self.refresh_catalogue()
+            except Exception:  # the answer is saved; a catalogue refresh never undoes that
+                log.exception("model catalogue refresh after entry %s failed", self.entry_id)
         finally:
             RUNS.pop(self.entry_id, None)
             await self.layer.group_discard(control_group(self.entry_id), channel)
@@ -187,8 +224,7 @@ class Run:
                 listener.cancel()
 
     async def stream(self) -> None:
-        last_update = last_save = 0.0
-        flush: asyncio.TimerHandle | None = None
+        last_save = 0.0
         stream = None
         try:
             self.models = await database_sync_to_async(catalogue_models)()
@@ -206,23 +242,22 @@ class Run:
                 )
                 async with stream:
                     async for snapshot in stream:
-                        self._timings(stream)
-                        self.result = extract(snapshot, asked=self.request.options.model)
+                        # per event only this; extraction and rendering wait for the next update
+                        self.snapshot = snapshot
+                        if self.first_byte_ms is None and stream.first_byte is not None:
+                            self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = time.monotonic()
-                        if now - last_update >= UPDATE_EVERY:
-                            last_update = now
-                            if flush:
-                                flush.cancel()
+                        if now - self._last_update >= UPDATE_EVERY:
+                            self._cancel_flush()
                             await self.update()
-                        elif flush is None or flush.cancelled():
-                            flush = asyncio.get_running_loop().call_later(
-                                UPDATE_EVERY, lambda: asyncio.ensure_future(self.update())
+                        elif self._flush is None:  # a trailing update, in case the stream pauses here
+                            self._flush = asyncio.get_running_loop().call_later(
+                                UPDATE_EVERY - (now - self._last_update), self._flush_now
                             )
                         if now - last_save >= SAVE_EVERY:
                             last_save = now
                             await self.save_progress()
-                if flush:
-                    flush.cancel()
+                self._cancel_flush()
                 self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:
@@ -255,23 +290,28 @@ class Run:
             )
         await self.finish()
 
+    async def refresh_catalogue(self) -> None:
+        """The model catalogue is refreshed daily, after a search that used a session."""
+        credential = self.credential
+        if credential is None or credential.kind == "api_key" or self.status != Entry.Status.COMPLETED:
+            return
+        if not await database_sync_to_async(catalogue_stale)():
+            return
+        async with make_client(cookies=credential.cookies, user_agent=credential.user_agent) as client:
+            await refresh_catalogue(client)
+
     def _partial(self, stream) -> None:
         if stream is not None:
             self.result = extract(stream.snapshot, asked=self.request.options.model)
 
-    def _timings(self, stream) -> None:
-        elapsed = int((time.monotonic() - self.started) * 1000)
-        if self.first_byte_ms is None and stream.first_byte is not None:
-            self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
-        if self.first_text_ms is None and self.result and self.result.answer:
-            self.first_text_ms = elapsed
-
     async def finish(self) -> None:
         self.finishing = True  # from here on the run is saving: never cancel it again
+        self._cancel_flush()
         await self.save(final=True)
         await self.update(final=True)
 
     async def save_progress(self) -> None:
+        self._refresh_result()
         await self.save(final=False)
 
     async def save(self, final: bool) -> None:

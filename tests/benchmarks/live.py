@@ -96,6 +96,7 @@ async def measure(base_url: str) -> dict:
         "ws_bytes": total,
         "ratio": total / len(final_html.encode()),
         "updates": messages,
+        "started_shown_ms": arrivals[0] * 1000,  # the entry with its running status, before any upstream byte
         "seconds": arrivals[-1],
     }
 

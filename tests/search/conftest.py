@@ -71,6 +71,9 @@ async def alinked(owner):
 @pytest.fixture
 def upstream():
     with respx.mock(base_url=BASE, assert_all_called=False) as mock:
+        mock.get("/rest/models/config").respond(
+            json={"models": {"pplx_pro": {"label": "Best", "mode": "search"}}, "config": []}
+        )
         yield mock
 
 
