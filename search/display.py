@@ -32,6 +32,7 @@ def entry_context(entry: Entry) -> dict:
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
+        "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
     }
 
 

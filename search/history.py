@@ -13,6 +13,7 @@ from datetime import date
 
 from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.functions import Substr
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -81,7 +82,12 @@ def filtered(user, filters: Filters) -> QuerySet[Entry]:
 
 def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> list[Entry]:
     """Newest first; the next page starts below the last id shown (a cursor, stable under inserts)."""
-    entries = filtered(user, filters).select_related("thread").defer("answer", "steps", "options", "related")
+    entries = (
+        filtered(user, filters)
+        .select_related("thread")
+        .defer("answer", "steps", "options", "related")
+        .annotate(preview=Substr("answer", 1, 240))
+    )
     if before_id:
         entries = entries.filter(pk__lt=before_id)
     return list(entries.order_by("-pk")[: max(1, min(size, MAX_PAGE))])

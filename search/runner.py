@@ -105,6 +105,7 @@ class Run:
             "downgraded": result.downgraded,
             "error": self.error,
             "seconds": round(time.monotonic() - self.started, 1),
+            "first_text": round(self.first_text_ms / 1000, 1) if self.first_text_ms else None,
             "oob": True,
         }
 

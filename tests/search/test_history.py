@@ -42,8 +42,9 @@ WIKI = {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Pari
 
 def test_history_lists_newest_first_grouped_by_day(owner_client, owner):
     make(owner, "old question", days_ago=3)
-    make(owner, "new question", sources=[WIKI])
+    make(owner, "new question", answer="The start of the <b>answer</b>" + " more" * 100, sources=[WIKI])
     page = owner_client.get(reverse("search:history")).content.decode()
+    assert "The start of the &lt;b&gt;answer&lt;/b&gt; more" in page and " more" * 60 not in page
     assert page.index("new question") < page.index("old question")
     assert page.count('<li class="day">') == 2
     assert "1 source" in page and "status-completed" in page
