@@ -42,6 +42,9 @@ CSRF_TRUSTED_ORIGINS = env_list(ENV, "PPLXWEB_CSRF_TRUSTED_ORIGINS")
 
 PERPLEXITY_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_URL", "https://www.perplexity.ai")
 PERPLEXITY_API_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_API_URL", "https://api.perplexity.ai")
+# seconds: the longest silence inside an answer, and the cap on a whole answer (deep research x10 / x6)
+PERPLEXITY_READ_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_READ_TIMEOUT", 60, 1, 3600)
+PERPLEXITY_ANSWER_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT", 300, 1, 36000)
 PERPLEXITY_IMPERSONATE = env_choice(
     ENV, "PPLXWEB_IMPERSONATE", "chrome", ("chrome", "safari", "firefox", "edge", "off")
 )

@@ -31,6 +31,7 @@ from accounts.services.catalogue import refresh_catalogue, stale
 from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.client import PerplexityClient, SessionInfo
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
+from pplxweb.perplexity.stream import Timeouts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -53,10 +54,12 @@ class LinkError(Exception):
 def make_client(
     cookies: dict | None = None, csrf: str = "", user_agent: str = "", account_id: str = ""
 ) -> PerplexityClient:
+    gap, cap = settings.PERPLEXITY_READ_TIMEOUT, settings.PERPLEXITY_ANSWER_TIMEOUT
     return PerplexityClient(
         settings.PERPLEXITY_URL,
         settings.PERPLEXITY_API_URL,
         impersonate=settings.PERPLEXITY_IMPERSONATE,
+        timeouts=Timeouts(read_gap=gap, research_read_gap=gap * 10, overall=cap, research_overall=cap * 6),
         cookies=cookies,
         csrf_token=csrf,
         user_agent=user_agent,

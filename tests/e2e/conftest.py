@@ -94,6 +94,7 @@ def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_l
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
            "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
+           "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2", "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "6",
            "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     proc, port = start("pplxweb.asgi:application", env, server_log)
