@@ -48,6 +48,7 @@ async def test_search_without_javascript_redirects_to_a_refreshing_thread(owner,
     assert entry.status == "completed" and not entry.options["incognito"]  # the form said so
     page = (await client.get(reverse("search:thread", args=[entry.thread_id]))).content.decode()
     assert 'http-equiv="refresh"' not in page and "word39" in page and "What next?" in page
+    assert "Answered by" in page
 
 
 async def test_an_invalid_form_is_shown_again_with_its_error(owner, alinked):
