@@ -4,6 +4,7 @@ reloading mid-answer, finding it in history, exporting, unlinking; once more on 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -95,7 +96,7 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
         await page.click("text=Markdown")
     download = await download_info.value
     assert download.suggested_filename.endswith(".md")
-    text = open(await download.path()).read()
+    text = Path(await download.path()).read_text()  # a small local file
     assert "## What is the capital of France?" in text and "[^1]: [Paris - Wikipedia]" in text
     # unlink
     await page.goto(f"{base}/settings/")
