@@ -109,7 +109,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def peak_mb(pid: int) -> float:
-    line = next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("VmHWM"))
+    line = next(row for row in Path(f"/proc/{pid}/status").read_text().splitlines() if row.startswith("VmHWM"))
     return int(line.split()[1]) / 1024
 
 
