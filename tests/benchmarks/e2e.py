@@ -109,7 +109,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def peak_mb(pid: int) -> float:
-    line = next(row for row in Path(f"/proc/{pid}/status").read_text().splitlines() if row.startswith("VmHWM"))
+    line = next(
+        row for row in Path(f"/proc/{pid}/status").read_text().splitlines() if row.startswith("VmHWM")
+    )
     return int(line.split()[1]) / 1024
 
 
