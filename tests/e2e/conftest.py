@@ -66,10 +66,18 @@ def stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def fake_perplexity(tmp_path_factory):
-    """The fake upstream's base URL; `control(**plan)` steers its next asks."""
-    log = tmp_path_factory.mktemp("fake") / "fake.log"
-    proc, port = start("tests.fake_perplexity.app:application", {**os.environ}, log)
-    yield f"http://127.0.0.1:{port}"
+    """The fake upstream's base URL (through a relay that can reset connections, see
+    tests/fake_perplexity/proxy.py); `control(**plan)` steers its next asks."""
+    folder = tmp_path_factory.mktemp("fake")
+    proc, port = start("tests.fake_perplexity.app:application", {**os.environ}, folder / "fake.log")
+    relay_port = free_port()
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_perplexity.proxy", str(relay_port), str(port)],
+        cwd=ROOT, stdout=(folder / "relay.log").open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    wait_for(relay, relay_port, folder / "relay.log")
+    yield f"http://127.0.0.1:{relay_port}"
+    stop(relay)
     stop(proc)
 
 

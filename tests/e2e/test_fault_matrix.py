@@ -1,9 +1,8 @@
 """Every upstream fault of the fake Perplexity, pushed through the real server (daphne, curl
 transport): the right saved status, the right sentence on the socket, and the next search works.
 
-Connection resets (before the status, mid-stream) cannot be produced by an ASGI app under daphne
-(it answers 500 or keeps the socket open); they are covered at the HTTP edge with respx
-(tests/perplexity/test_client.py, tests/search/test_consumer.py)."""
+Connection resets come from the relay in front of the fake (an ASGI app cannot drop a socket):
+the question carries the marker the relay looks for."""
 
 from __future__ import annotations
 
@@ -21,6 +20,8 @@ from tests.e2e.test_two_processes import receive_until, session_cookie
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAULTS = [
+    ("[reset-before]", "failed", "pplxweb could not reach Perplexity."),
+    ("[reset-mid]", "truncated", "The connection to Perplexity dropped mid-answer."),
     ("401", "failed", "Perplexity did not accept the linked session. Re-link in Settings."),
     ("403", "failed", "Perplexity's Cloudflare check blocked this server."),
     ("429", "failed", "Perplexity's rate limit: try again in 7 s."),
@@ -41,17 +42,23 @@ async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_w
     url = pplxweb_server.replace("http://", "ws://") + "/ws/search/"
     async with connect(url, origin=pplxweb_server, additional_headers={"Cookie": cookie}) as ws:
         for fault, status, sentence in FAULTS:
-            control(fake_perplexity, ask={"fault": fault, "pace": 0.01})
+            control(fake_perplexity, ask={"fault": "" if fault.startswith("[") else fault, "pace": 0.01})
             await ws.send(json.dumps({"q": f"fault {fault}"}))
             seen = await receive_until(ws, f"status-{status}", timeout=20)
             entry = await Entry.objects.filter(question=f"fault {fault}").aget()
             assert entry.status == status, (fault, entry.status, entry.error)
             assert sentence in entry.error, (fault, entry.error)
             assert sentence.replace("'", "&#x27;") in seen, fault
-            if fault in ("stall", "no_completed"):
+            if fault in ("stall", "no_completed", "[reset-mid]"):
                 assert entry.answer.startswith("Paris is the"), fault  # the partial answer is kept
             await asyncio.sleep(0.2)
-        control(fake_perplexity, ask={})
+        # a socket dropped before any status is retried once, silently
+        control(fake_perplexity, ask={"pace": 0.01})
+        await ws.send(json.dumps({"q": "dropped once [reset-before-once]"}))
+        await receive_until(ws, "status-completed", timeout=20)
+        assert (await Entry.objects.filter(question__startswith="dropped once").aget()).answer.startswith(
+            "Paris is the"
+        )
         await ws.send(json.dumps({"q": "after all that"}))
         await receive_until(ws, "status-completed", timeout=20)
     # the link's status follows the faults that concern it; the server logged no traceback

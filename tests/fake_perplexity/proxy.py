@@ -1,0 +1,77 @@
+"""A TCP relay in front of the fake Perplexity that can drop connections, which an ASGI app cannot.
+
+    python -m tests.fake_perplexity.proxy LISTEN_PORT UPSTREAM_PORT
+
+It relays everything, except an ask whose question contains:
+- `[reset-before]`: the socket is reset before any byte of the answer (every attempt);
+- `[reset-before-once]`: the same, only for the first attempt of a request (its frontend_uuid);
+- `[reset-mid]`: the answer is relayed for a while, then the socket is reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import sys
+
+seen_once: set[bytes] = set()
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+    writer.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None) -> None:
+    sent = 0
+    while chunk := await reader.read(4096):
+        writer.write(chunk)
+        await writer.drain()
+        sent += len(chunk)
+        if limit is not None and sent >= limit:
+            reset(writer)
+            return
+    writer.close()
+
+
+async def handle(client_reader, client_writer, upstream_port: int) -> None:
+    try:
+        request = await read_request(client_reader)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        client_writer.close()
+        return
+    marker = request.split(b'"frontend_uuid": "', 1)[-1][:36]
+    if b"[reset-before]" in request or (b"[reset-before-once]" in request and marker not in seen_once):
+        seen_once.add(marker)
+        reset(client_writer)
+        return
+    limit = 1500 if b"[reset-mid]" in request else None
+    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+    up_writer.write(request)
+    await up_writer.drain()
+    with contextlib.suppress(ConnectionError, OSError):
+        await asyncio.gather(pipe(up_reader, client_writer, limit), pipe(client_reader, up_writer))
+    up_writer.close()
+
+
+async def main(listen: int, upstream: int) -> None:
+    server = await asyncio.start_server(lambda r, w: handle(r, w, upstream), "127.0.0.1", listen)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
