@@ -193,7 +193,6 @@ def database_from_url(url: str) -> dict:
         "HOST": parts.hostname or "",
         "PORT": str(port or ""),
         "OPTIONS": options,
-        "CONN_MAX_AGE": 0,
     }
 
 

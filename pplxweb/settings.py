@@ -125,6 +125,10 @@ else:
 # A test server subprocess is pointed at the test database with this (see tests/conftest.py).
 if ENV.get("PPLXWEB_DATABASE_NAME"):
     DATABASES["default"]["NAME"] = ENV["PPLXWEB_DATABASE_NAME"]
+# Keep connections between the short database calls of running answers (each call would
+# otherwise open one and run the PRAGMAs again); checked before reuse.
+DATABASES["default"]["CONN_MAX_AGE"] = 60
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channel layer -----------------------------------------------------------------------------

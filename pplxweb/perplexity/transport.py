@@ -8,10 +8,13 @@ client code (and respx in tests) stays plain httpx. `impersonate="off"` uses htt
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
+import certifi
 import httpx
 
 # curl_cffi notes that it treats `__Secure-` cookies as secure; pplxweb keeps cookies itself.
@@ -22,9 +25,15 @@ DROP_REQUEST = {"host", "content-length", "accept-encoding", "connection", "tran
 DROP_RESPONSE = {"content-encoding", "content-length", "transfer-encoding"}
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every plain client: building one loads the CA bundle (milliseconds)."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 def make_transport(impersonate: str) -> httpx.AsyncBaseTransport:
     if impersonate == "off":
-        return httpx.AsyncHTTPTransport(retries=0)
+        return httpx.AsyncHTTPTransport(retries=0, verify=_tls_context())
     return CurlTransport(impersonate)
 
 
