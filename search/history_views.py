@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import date
 
 from django import forms
@@ -148,6 +147,3 @@ def import_view(request: HttpRequest) -> HttpResponse:
         return redirect("search:history")
     messages.success(request, f"Imported {imported} conversation(s); {skipped} were already here.")
     return redirect("search:history")
-
-
-__all__ = ["json"]

@@ -16,7 +16,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pplxweb.perplexity.sse import Event
@@ -303,5 +303,4 @@ __all__ = [
     "is_terminal",
     "merge",
     "merge_all",
-    "replace",
 ]

@@ -307,7 +307,3 @@ async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
     )
     assert await Entry.objects.filter(thread_id=entry.thread_id).acount() == 2
     await comm.disconnect()
-
-
-def _ids(html: str) -> list[str]:
-    return re.findall(r'id="([^"]+)" [^>]*hx-swap-oob', html)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -155,6 +154,3 @@ async def test_thread_page_renders_saved_entries_safely(owner):
     assert (
         "<script>q" not in page and "<img" not in page and "<b>S</b>" not in page and "<i>r</i>" not in page
     )
-
-
-__all__ = ["json"]
