@@ -146,6 +146,15 @@ class SearchConsumer(AsyncWebsocketConsumer):
 
     # --- group messages -------------------------------------------------------------------------
 
+    async def dispatch(self, message: dict) -> None:
+        # Channels closes stale database connections before every handler, a hop to the one
+        # database thread; relaying a fragment touches no database, so it skips the queue there
+        # (at 50 searches at once that hop was most of an update's wait).
+        if message.get("type") == "entry.fragment":
+            await self.entry_fragment(message)
+        else:
+            await super().dispatch(message)
+
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])
 

@@ -14,18 +14,31 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from django.template.loader import render_to_string
+from markdown_it import MarkdownIt
 
-from search.render import _markdown, render_answer, scrub
+from search.render import render_answer, scrub
 
 TAIL_RENDER_EVERY = 1.0  # seconds
 
 
+@cache
+def _block_parser() -> MarkdownIt:
+    """The answer's markdown dialect, block rules only: where blocks start needs no inline pass
+    (linkify's scan of the text alone was most of the per-update parse)."""
+    md = MarkdownIt("js-default")
+    md.disable(["reference"])
+    md.enable(["table"])
+    md.core.ruler.enableOnly(["normalize", "block"])
+    return md
+
+
 def _block_starts(text: str) -> list[int]:
     """Character offsets where each top-level markdown block of `text` starts."""
-    tokens = _markdown().parse(text, {})
+    tokens = _block_parser().parse(text, {})
     line_starts = [0]
     for line in text.splitlines(keepends=True):
         line_starts.append(line_starts[-1] + len(line))

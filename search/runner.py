@@ -41,6 +41,7 @@ from search.render import render_sources, scrub
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY = 0.08  # seconds between answer updates
+QUIET = 0.025  # a pause this long in the stream sends what is waiting (see Run._flush_now)
 SAVE_EVERY = 2.0  # seconds between progress saves
 DOWNGRADED = (
     "Perplexity answered with its anonymous model (turbo), not the one asked for: "
@@ -80,6 +81,7 @@ class Run:
     _extracted: Any = None
     _flush: asyncio.TimerHandle | None = None
     _last_update: float = 0.0
+    _last_event: float = 0.0
     _trailing: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
@@ -159,7 +161,17 @@ class Run:
             self.stats["bytes"] += len(html.encode())
             await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
 
+    def _flush_due(self) -> float:
+        return max(self._last_update + UPDATE_EVERY, self._last_event + QUIET)
+
     def _flush_now(self) -> None:
+        """The trailing update: it waits for a quiet moment, so it does not go out just before
+        the next event (which would then wait a whole interval) while the stream is flowing."""
+        due = self._flush_due()
+        loop = asyncio.get_running_loop()
+        if loop.time() < due:
+            self._flush = loop.call_at(due, self._flush_now)
+            return
         self._flush = None
         self._trailing = asyncio.ensure_future(self.update())
 
@@ -247,14 +259,13 @@ class Run:
                         self.snapshot = snapshot
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
-                        now = time.monotonic()
-                        if now - self._last_update >= UPDATE_EVERY:
+                        now = self._last_event = time.monotonic()
+                        if now - self._last_update >= UPDATE_EVERY:  # fresh text goes out at once
                             self._cancel_flush()
                             await self.update()
                         elif self._flush is None:  # a trailing update, in case the stream pauses here
-                            self._flush = asyncio.get_running_loop().call_later(
-                                UPDATE_EVERY - (now - self._last_update), self._flush_now
-                            )
+                            loop = asyncio.get_running_loop()
+                            self._flush = loop.call_at(self._flush_due(), self._flush_now)
                         if now - last_save >= SAVE_EVERY:
                             last_save = now
                             await self.save_progress()

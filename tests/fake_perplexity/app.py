@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 TOKEN = "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..FAKE-PERPLEXITY-SESSION.tag"
@@ -244,8 +245,11 @@ async def ask(send, headers, body) -> None:
             "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
         }
     )
+    started = time.monotonic()
     for index, event in enumerate(stream):
-        await asyncio.sleep(pace)
+        # An absolute schedule (event i at i * pace), so a busy machine's timer slack does not
+        # accumulate and two replays of one stream stay comparable.
+        await asyncio.sleep(max(0.0, started + (index + 1) * pace - time.monotonic()))
         if fault == "malformed" and index == 2:
             await send({"type": "http.response.body", "body": b"data: {not json\r\n\r\n", "more_body": True})
         await send({"type": "http.response.body", "body": frame(event), "more_body": True})

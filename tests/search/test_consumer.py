@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 
@@ -95,6 +96,30 @@ async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
     assert blocks.index("word19</p>") < blocks.index("word39</p>") < blocks.index("word119</p>")
     entry = await Entry.objects.aget()
     assert entry.answer == "".join(words(120))
+    await comm.disconnect()
+
+
+async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, alinked, upstream):
+    """At most one answer update per ~80 ms while text flows; the first text goes out at once;
+    when the stream pauses, what arrived meanwhile is sent within the quiet gap, not held."""
+    from search.runner import QUIET, UPDATE_EVERY
+
+    serve(upstream, Paced(answer_stream(words(40)), pause=0.01, end=False, stall=0.6))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "cadence"}))
+    seen: list[tuple[float, str]] = []
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(5):
+        while not any("word39" in m for _, m in seen):
+            message = await comm.receive_from(timeout=5)
+            if "-tail" in message or "-blocks" in message:
+                seen.append((loop.time(), message))
+    times = [t for t, _ in seen]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(seen) >= 3 and min(gaps) >= UPDATE_EVERY * 0.9, gaps
+    # word39 is the last event before a 0.6 s stall: it is shown within the quiet gap
+    events_end = min(t for t, m in seen if "word39" in m) - times[0]
+    assert events_end < 40 * 0.01 + UPDATE_EVERY + QUIET + 0.15
     await comm.disconnect()
 
 

@@ -264,3 +264,31 @@ def test_the_full_text_index_triggers_survive_every_migration():
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'search_entry'")
         names = {row[0] for row in cursor.fetchall()}
     assert names == {"search_entry_fts_insert", "search_entry_fts_update", "search_entry_fts_delete"}
+
+
+def test_a_running_answer_is_indexed_once_it_settles():
+    """Progress saves of a running answer leave the FTS index alone (work per save would grow
+    with the answer); the final save, or the sweep's status-only change, indexes it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL searches an expression index; no triggers to keep")
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user("fts", password="x" * 12)
+
+    def indexed(entry) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT question || '|' || answer FROM search_entry_fts WHERE rowid = %s", [entry.pk]
+            )
+            return cursor.fetchone()[0]
+
+    running = make(user, "volcanoes", status="running")
+    Entry.objects.filter(pk=running.pk).update(answer="Lava is molten rock.")
+    assert indexed(running) == "volcanoes|"
+    Entry.objects.filter(pk=running.pk).update(answer="Lava is molten rock. Magma too.", status="completed")
+    assert indexed(running) == "volcanoes|Lava is molten rock. Magma too."
+
+    swept = make(user, "glaciers", status="running")
+    Entry.objects.filter(pk=swept.pk).update(answer="Ice that moves.")
+    Entry.objects.filter(pk=swept.pk).update(status="interrupted")
+    assert indexed(swept) == "glaciers|Ice that moves."
