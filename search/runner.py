@@ -291,7 +291,8 @@ class Run:
         except PerplexityError as exc:
             self._partial(stream)
             self.status, self.error = Entry.Status.FAILED, exc.message
-            if isinstance(exc, AuthError | ChallengeError) and self.credential:
+            session = self.credential and self.credential.kind != "api_key"
+            if isinstance(exc, AuthError | ChallengeError) and session:  # an API key is not the link
                 await database_sync_to_async(mark_auth_problem)(self.credential.account, exc)
         except Exception:
             log.exception("search run for entry %s failed", self.entry_id)

@@ -293,7 +293,10 @@ class PerplexityClient:
             content=json.dumps(api_body(request)).encode(),
             timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
-        return await self._open_stream(http_request)
+        try:
+            return await self._open_stream(http_request)
+        except AuthError:
+            raise AuthError("Perplexity did not accept the API key. Check it in Settings.") from None
 
     async def _open_stream(self, http_request: httpx.Request) -> httpx.Response:
         response = await self._send(http_request)

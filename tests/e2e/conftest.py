@@ -67,7 +67,7 @@ def stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def fake_perplexity(tmp_path_factory):
     """The fake upstream's base URL (through a relay that can reset connections, see
-    tests/fake_perplexity/proxy.py); `control(**plan)` steers its next asks."""
+    tests/fake_perplexity/proxy.py); `control(base, **plan)` steers it (see its docstring)."""
     folder = tmp_path_factory.mktemp("fake")
     proc, port = start("tests.fake_perplexity.app:application", {**os.environ}, folder / "fake.log")
     relay_port = free_port()
@@ -101,6 +101,7 @@ def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_l
     from django.conf import settings
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
+           "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity,
            "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
            "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2", "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "6",
            "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip

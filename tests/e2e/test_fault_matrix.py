@@ -1,8 +1,8 @@
 """Every upstream fault of the fake Perplexity, pushed through the real server (daphne, curl
 transport): the right saved status, the right sentence on the socket, and the next search works.
 
-Connection resets come from the relay in front of the fake (an ASGI app cannot drop a socket):
-the question carries the marker the relay looks for."""
+Connection resets come from the relay in front of the fake (an ASGI app cannot drop a socket),
+asked for by the fake's plan or by a marker in the question."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from tests.e2e.test_two_processes import receive_until, session_cookie
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAULTS = [
+    ("reset_before_status", "failed", "pplxweb could not reach Perplexity."),
+    ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
     ("[reset-before]", "failed", "pplxweb could not reach Perplexity."),
     ("[reset-mid]", "truncated", "The connection to Perplexity dropped mid-answer."),
     ("401", "failed", "Perplexity did not accept the linked session. Re-link in Settings."),
@@ -49,7 +51,7 @@ async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_w
             assert entry.status == status, (fault, entry.status, entry.error)
             assert sentence in entry.error, (fault, entry.error)
             assert sentence.replace("'", "&#x27;") in seen, fault
-            if fault in ("stall", "no_completed", "[reset-mid]"):
+            if fault in ("stall", "no_completed", "reset_mid_stream", "[reset-mid]"):
                 assert entry.answer.startswith("Paris is the"), fault  # the partial answer is kept
             await asyncio.sleep(0.2)
         # a socket dropped before any status is retried once, silently

@@ -13,7 +13,7 @@ from playwright.async_api import expect
 from accounts import services
 from accounts.models import PerplexityAccount
 from search.models import Entry
-from tests.e2e.conftest import control
+from tests.e2e.conftest import control, seen
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PASSWORD = "a long enough passphrase"
@@ -119,4 +119,30 @@ async def test_on_a_phone_with_an_authenticator(page, pplxweb_server, fake_perpl
     await expect(entry.locator(".answer")).to_contain_text("Seine")
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390  # nothing wider than the phone
+    assert page.console_errors == []
+
+
+async def test_every_way_perplexity_hands_over_the_session_links(page, pplxweb_server, fake_perplexity):
+    """signin-otp's deliveries (protocol.md 1.1-1.2): a Set-Cookie only, NextAuth's chunked
+    cookie, a redirect to the session endpoint, an authenticator step answered by a redirect;
+    each links from the Settings page and the next search uses the session."""
+    from pplxweb.perplexity.cookies import session_token
+    from tests.fake_perplexity.app import TOKEN
+
+    base = pplxweb_server
+    await first_run(page, base, "deliveries")
+    control(fake_perplexity, ask={"pace": 0.01})
+    for delivery in ("cookie", "chunked", "redirect", "totp-cookie"):
+        await link(page, base, email=f"{delivery}@example.com", totp=delivery.startswith("totp"))
+        handed = [r.get("delivery") for r in seen(fake_perplexity) if r["path"] == "/api/auth/signin-otp"]
+        assert handed[-1] == delivery
+        account = await PerplexityAccount.objects.aget(user__username="deliveries")
+        assert session_token(account.session_data()["cookies"]) == TOKEN, delivery
+        await page.goto(f"{base}/")
+        await ask(page, f"Capital of France, linked by {delivery}?")
+        entry = page.locator("article.entry").first
+        await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
+        await page.goto(f"{base}/settings/")
+        await page.click("button[name=unlink]")
+        await expect(page.locator(".message")).to_contain_text("Unlinked")
     assert page.console_errors == []

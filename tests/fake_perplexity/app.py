@@ -5,10 +5,25 @@ hand for development:
 
     .venv/bin/python -m daphne -b 127.0.0.1 -p 8765 tests.fake_perplexity.app:application
 
-The session token it accepts is TOKEN; the e-mailed code is CODE. Tests steer it with
-`POST /_control` (JSON: {"ask": {...}} for the next asks) and read what pplxweb sent with
-`GET /_requests`. Ask behaviour: {"answer": [chunks], "pace": seconds, "fault": name} where
-fault is one of FAULTS.
+It serves both hosts pplxweb talks to: the web app (sign-in, session, models, the ask stream)
+and the public API's `/chat/completions` (point `PPLXWEB_PERPLEXITY_API_URL` at it too).
+The session token it accepts is TOKEN, the API key API_KEY, the e-mailed code CODE and the
+authenticator code TOTP_CODE. Tests steer it with `POST /_control` (JSON) and read what pplxweb
+sent with `GET /_requests`:
+
+- `{"signin": {"delivery": D}}`: how signin-otp hands over the session, D one of DELIVERIES:
+  `json` (a `token` in the JSON), `cookie` (Set-Cookie only), `chunked` (the cookie split in
+  NextAuth's `.0`/`.1` chunks), `redirect` (a 302 to `/api/auth/session`, which sets the cookie),
+  `totp` (a 302 to the authenticator challenge; verify answers with a token), `totp-cookie` (the
+  same; verify answers with a redirect that sets the cookie). Without it, an e-mail whose local
+  part starts with a delivery name picks it (`chunked@example.com`), else `json`.
+- `{"ask": {...}}` for the next asks (web and API): `answer` (chunks) or `fixture` (a file of
+  tests/perplexity/fixtures, `.sse`/`.txt` wire captures or `.events.jsonl`), `framing` (`crlf`:
+  `event: message` + CRLF + `end_of_stream`, the real one; `lf`: bare `data:` + LF + `[DONE]`,
+  the older synthetic one), `pace` (seconds between events), `model`, `fault` (one of FAULTS).
+  The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
+  carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
+  with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
 """
 
 from __future__ import annotations
@@ -16,10 +31,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 TOKEN = "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..FAKE-PERPLEXITY-SESSION.tag"
+API_KEY = "pplx-fake-0123456789abcdef"
 CODE = "123456"
+TOTP_CODE = "654321"
+SESSION_COOKIE = "__Secure-next-auth.session-token"
+DELIVERIES = ("json", "cookie", "chunked", "redirect", "totp-cookie", "totp")
+FIXTURES = Path(__file__).resolve().parents[1] / "perplexity" / "fixtures"
 FAULTS = (
     "401",
     "403",
@@ -39,7 +62,7 @@ DEFAULT_ANSWER = [
     "It lies on the Seine.",
 ]
 
-state: dict[str, Any] = {"ask": {}, "requests": []}
+state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": []}
 
 
 def events(answer: list[str], model: str = "pplx_pro", complete: bool = True) -> list[dict]:
@@ -83,13 +106,78 @@ def events(answer: list[str], model: str = "pplx_pro", complete: bool = True) ->
     return out
 
 
-def frame(event: dict) -> bytes:
+def fixture_events(name: str) -> list[dict]:
+    """The events of a fixture file: wire frames (`data:` lines, CRLF or LF, maybe multi-line,
+    `[DONE]` skipped) or JSON lines."""
+    text = (FIXTURES / Path(name).name).read_text()
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    out = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:"))
+        if data and data != "[DONE]" and data != "{}":
+            out.append(json.loads(data))
+    return out
+
+
+def frame(event: dict, framing: str = "crlf") -> bytes:
+    if framing == "lf":
+        return f"data: {json.dumps(event)}\n\n".encode()
     return f"event: message\r\ndata: {json.dumps(event)}\r\n\r\n".encode()
 
 
+def end_frame(framing: str = "crlf") -> bytes:
+    return b"data: [DONE]\n\n" if framing == "lf" else b"event: end_of_stream\r\ndata: {}\r\n\r\n"
+
+
+def api_chunks(answer: list[str], model: str, complete: bool) -> list[dict]:
+    """The public API's streamed chat completion (protocol.md section 5)."""
+    results = [
+        {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2026-01-01",
+         "snippet": "Paris is the capital of France."},
+        {"title": "Paris population", "url": "https://example.org/paris", "date": None, "snippet": "About 2.1 million."},
+    ]  # fmt: skip
+    citations = [r["url"] for r in results]
+
+    def chunk(content: str = "", finish: str | None = None, **extra) -> dict:
+        return {"id": "fake-api-1", "model": model, "created": 1767225600, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "finish_reason": finish, "delta": {"role": "assistant", "content": content}}],
+                **extra}  # fmt: skip
+
+    out = [chunk(part, citations=citations, search_results=results) for part in answer]
+    if complete:
+        usage = {
+            "prompt_tokens": 9,
+            "completion_tokens": 40,
+            "total_tokens": 49,
+            "search_context_size": "low",
+        }
+        out.append(chunk("", "stop", citations=citations, search_results=results, usage=usage))
+    return out
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> dict:
+        try:
+            data = json.loads(self.body or b"{}")
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def cookies(self) -> dict[str, str]:
+        pairs = (part.strip().partition("=") for part in self.headers.get("cookie", "").split(";"))
+        return {name: value for name, sep, value in pairs if sep}
+
+
 async def application(scope, receive, send) -> None:
-    if scope["type"] == "lifespan":
-        return
     if scope["type"] != "http":
         return
     body = b""
@@ -98,12 +186,20 @@ async def application(scope, receive, send) -> None:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    query = {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-    path = scope["path"]
-    if not path.startswith("/_"):
-        state["requests"].append({"path": path, "headers": headers, "body": body.decode("utf-8", "replace")})
-    handler = ROUTES.get((scope["method"], path), not_found)
-    await handler(send, headers, body)
+    request = Request(scope["method"], scope["path"], query, headers, body)
+    if not request.path.startswith("/_"):
+        state["requests"].append(
+            {
+                "path": request.path,
+                "query": query,
+                "headers": headers,
+                "body": body.decode("utf-8", "replace"),
+            }
+        )
+    handler = ROUTES.get((request.method, request.path), not_found)
+    await handler(send, request)
 
 
 async def respond(
@@ -121,31 +217,63 @@ async def respond(
     await send({"type": "http.response.body", "body": content})
 
 
-def signed_in(headers: dict) -> bool:
-    return TOKEN in headers.get("cookie", "")
+async def redirect(send, location: str, headers: list | None = None) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 302,
+            "headers": [(b"location", location.encode()), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
-async def not_found(send, headers, body) -> None:
+def session_cookie_headers() -> list[tuple[bytes, bytes]]:
+    return [(b"set-cookie", f"{SESSION_COOKIE}={TOKEN}; Path=/; HttpOnly; Secure; SameSite=Lax".encode())]
+
+
+def session_token(cookies: dict[str, str]) -> str:
+    """The session the cookies carry: whole, or joined from NextAuth's numbered chunks."""
+    if cookies.get(SESSION_COOKIE):
+        return cookies[SESSION_COOKIE]
+    chunks, n = [], 0
+    while f"{SESSION_COOKIE}.{n}" in cookies:
+        chunks.append(cookies[f"{SESSION_COOKIE}.{n}"])
+        n += 1
+    return "".join(chunks)
+
+
+def signed_in(request: Request) -> bool:
+    return session_token(request.cookies) == TOKEN
+
+
+def delivery_for(email: str) -> str:
+    chosen = (state.get("signin") or {}).get("delivery")
+    if chosen:
+        return chosen
+    local = email.partition("@")[0]
+    return next((d for d in DELIVERIES if local.startswith(d)), "json")
+
+
+async def not_found(send, request: Request) -> None:
     await respond(send, 404, {"error": "not found"})
 
 
-async def control(send, headers, body) -> None:
-    state.update(json.loads(body or b"{}"))
-    if "requests" not in json.loads(body or b"{}"):
-        pass
+async def control(send, request: Request) -> None:
+    state.update(request.json())
     await respond(send, 200, {"ok": True})
 
 
-async def requests_seen(send, headers, body) -> None:
+async def requests_seen(send, request: Request) -> None:
     await respond(send, 200, state["requests"])
 
 
-async def reset(send, headers, body) -> None:
-    state.update({"ask": {}, "requests": []})
+async def reset(send, request: Request) -> None:
+    state.update({"ask": {}, "signin": {}, "requests": []})
     await respond(send, 200, {"ok": True})
 
 
-async def csrf(send, headers, body) -> None:
+async def csrf(send, request: Request) -> None:
     await respond(
         send,
         200,
@@ -154,42 +282,59 @@ async def csrf(send, headers, body) -> None:
     )
 
 
-async def signin_email(send, headers, body) -> None:
-    email = json.loads(body or b"{}").get("email", "")
-    if email.startswith("unknown"):
+async def signin_email(send, request: Request) -> None:
+    data = request.json()
+    if "next-auth.csrf-token" not in request.cookies or data.get("csrfToken") != "f" * 64:
+        await respond(send, 403, {"text": "CSRF token mismatch"})
+        return
+    if data.get("email", "").startswith("unknown"):
         await respond(send, 400, {"text": "No account with this email"})
         return
     await respond(send, 200, {"success": "Email sign in triggered"})
 
 
-async def signin_otp(send, headers, body) -> None:
-    data = json.loads(body or b"{}")
+async def signin_otp(send, request: Request) -> None:
+    data = request.json()
     if data.get("otp") != CODE:
         await respond(send, 401, {"text": "Invalid code"})
         return
-    if data.get("email", "").startswith("totp"):
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 302,
-                "headers": [(b"location", b"/auth/totp-challenge?token=FAKE-CHALLENGE")],
-            }
+    delivery = state["pending_delivery"] = delivery_for(data.get("email", ""))
+    state["requests"][-1]["delivery"] = delivery  # for tests: how the session was handed over
+    if delivery.startswith("totp"):
+        await redirect(send, "/auth/totp-challenge?token=FAKE-CHALLENGE")
+    elif delivery == "cookie":
+        await respond(send, 200, {"status": "success"}, session_cookie_headers())
+    elif delivery == "chunked":
+        half = len(TOKEN) // 2
+        await respond(
+            send,
+            200,
+            {"status": "success"},
+            [
+                (b"set-cookie", f"{SESSION_COOKIE}.0={TOKEN[:half]}; Path=/; HttpOnly; Secure".encode()),
+                (b"set-cookie", f"{SESSION_COOKIE}.1={TOKEN[half:]}; Path=/; HttpOnly; Secure".encode()),
+            ],
         )
-        await send({"type": "http.response.body", "body": b""})
-        return
-    await respond(send, 200, {"token": TOKEN, "status": "success"})
+    elif delivery == "redirect":
+        await redirect(send, "/api/auth/session?signin=FAKE-PENDING")
+    else:
+        await respond(send, 200, {"token": TOKEN, "status": "success"})
 
 
-async def totp_verify(send, headers, body) -> None:
-    data = json.loads(body or b"{}")
-    if data.get("code") != "654321":
+async def totp_verify(send, request: Request) -> None:
+    data = request.json()
+    if data.get("token") != "FAKE-CHALLENGE" or data.get("code") != TOTP_CODE:
         await respond(send, 200, {"error": "invalid"})
+        return
+    if state.get("pending_delivery") == "totp-cookie":
+        await respond(send, 200, {"redirect": "/api/auth/session?signin=FAKE-PENDING"})
         return
     await respond(send, 200, {"token": TOKEN})
 
 
-async def session(send, headers, body) -> None:
-    if not signed_in(headers):
+async def session(send, request: Request) -> None:
+    finishing = request.query.get("signin") == "FAKE-PENDING"  # the last hop of a sign-in
+    if not signed_in(request) and not finishing:
         await respond(send, 200, {})
         return
     await respond(
@@ -199,69 +344,107 @@ async def session(send, headers, body) -> None:
             "user": {"id": "fake-account", "email": "fake@example.com", "subscription_tier": "pro"},
             "expires": "2027-06-30T00:00:00Z",
         },
+        session_cookie_headers() if finishing else None,
     )
 
 
-async def models(send, headers, body) -> None:
+async def models(send, request: Request) -> None:
     await respond(send, 200, {"models": {"pplx_pro": {"label": "Best", "mode": "search"}, "gpt55": {"label": "GPT-5.5", "mode": "search"}},
                               "config": [{"label": "GPT-5.5", "subscription_tier": "pro", "non_reasoning_model": "gpt55"}]})  # fmt: skip
 
 
-async def ask(send, headers, body) -> None:
-    plan = dict(state.get("ask") or {})
-    fault = plan.get("fault", "")
-    pace = float(plan.get("pace", 0.02))
-    if not signed_in(headers) or fault == "401":
-        await respond(send, 401, {"error": "unauthorized"})
+STATUS_FAULTS = {"401": 401, "403": 403, "429": 429, "400": 400, "500": 500}
+OPEN_ENDED = ("no_completed", "reset_before_status", "reset_mid_stream", "stall", "endless")
+
+
+async def refuse(send, fault: str, api: bool) -> None:
+    """A fault answered before the stream: the status and body each host really sends."""
+    if fault == "403":  # Cloudflare's challenge page, on either host
+        page = b"<html><title>Just a moment...</title></html>"
+        await respond(send, 403, headers=[(b"cf-mitigated", b"challenge")], raw=page)
         return
-    statuses = {"403": 403, "429": 429, "400": 400, "500": 500}
-    if fault in statuses:
-        extra = (
-            [(b"retry-after", b"7")]
-            if fault == "429"
-            else [(b"cf-mitigated", b"challenge")]
-            if fault == "403"
-            else []
-        )
-        page = b"<html><title>Just a moment...</title></html>" if fault == "403" else None
-        if page:
-            await respond(send, 403, headers=extra, raw=page)
-        else:
-            await respond(send, statuses[fault], {"error": fault}, extra)
-        return
+    extra = [(b"retry-after", b"7")] if fault == "429" else []
+    body = (
+        {"error": {"message": f"fake {fault}", "type": "fake_error", "code": STATUS_FAULTS[fault]}}
+        if api
+        else {"error": fault}
+    )
+    await respond(send, STATUS_FAULTS[fault], body, extra)
+
+
+RESET_HERE = b": fake-reset-here\n\n"  # an SSE comment; the relay drops the socket where it sees it
+
+
+async def replay(send, frames: list[bytes], end: bytes, plan: dict) -> None:
+    """Send the frames on an absolute schedule (frame i at i * pace), with the plan's fault.
+    A reset is asked of the relay in front (proxy.py) by a response header it acts on."""
+    fault, pace = plan.get("fault", ""), float(plan.get("pace", 0.02))
+    headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
     if fault == "reset_before_status":
-        raise ConnectionResetError("fake reset before status")
-    answer = plan.get("answer") or DEFAULT_ANSWER
-    model = json.loads(body or b"{}").get("params", {}).get("model_preference", "pplx_pro")
-    stream = events(
-        answer,
-        model=plan.get("model", model),
-        complete=fault not in ("no_completed", "reset_mid_stream", "stall", "endless"),
-    )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
-        }
-    )
+        headers.append((b"x-fake-reset", b"before"))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    if fault == "reset_before_status":
+        await send({"type": "http.response.body", "body": b""})
+        return
     started = time.monotonic()
-    for index, event in enumerate(stream):
-        # An absolute schedule (event i at i * pace), so a busy machine's timer slack does not
-        # accumulate and two replays of one stream stay comparable.
+    for index, chunk in enumerate(frames):
+        if fault == "reset_mid_stream" and index == len(frames) * 2 // 3:
+            await send({"type": "http.response.body", "body": RESET_HERE, "more_body": True})
+            break
+        # An absolute schedule, so a busy machine's timer slack does not accumulate and two
+        # replays of one stream stay comparable.
         await asyncio.sleep(max(0.0, started + (index + 1) * pace - time.monotonic()))
         if fault == "malformed" and index == 2:
             await send({"type": "http.response.body", "body": b"data: {not json\r\n\r\n", "more_body": True})
-        await send({"type": "http.response.body", "body": frame(event), "more_body": True})
-    if fault == "reset_mid_stream":
-        raise ConnectionResetError("fake reset mid-stream")
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
     if fault == "stall":
         await asyncio.sleep(3600)
     if fault == "endless":
         while True:
             await asyncio.sleep(pace)
             await send({"type": "http.response.body", "body": b": still here\r\n\r\n", "more_body": True})
-    await send({"type": "http.response.body", "body": b"event: end_of_stream\r\ndata: {}\r\n\r\n"})
+    await send({"type": "http.response.body", "body": b"" if fault in OPEN_ENDED else end})
+
+
+async def ask(send, request: Request) -> None:
+    plan = dict(state.get("ask") or {})
+    fault, framing = plan.get("fault", ""), plan.get("framing", "crlf")
+    if not signed_in(request):
+        await respond(send, 401, {"error": "unauthorized"})
+        return
+    if fault in STATUS_FAULTS:
+        await refuse(send, fault, api=False)
+        return
+    model = request.json().get("params", {}).get("model_preference", "pplx_pro")
+    if plan.get("fixture"):
+        stream = fixture_events(plan["fixture"])
+        if fault in OPEN_ENDED:
+            stream = [e for e in stream if str(e.get("status", "")).upper() != "COMPLETED"]
+    else:
+        answer = plan.get("answer") or DEFAULT_ANSWER
+        stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
+    await replay(send, [frame(e, framing) for e in stream], end_frame(framing), plan)
+
+
+async def chat_completions(send, request: Request) -> None:
+    """The public API path: `Authorization: Bearer <key>`, OpenAI-style chunks, `[DONE]`."""
+    plan = dict(state.get("ask") or {})
+    fault = plan.get("fault", "")
+    if request.headers.get("authorization") != f"Bearer {API_KEY}":
+        error = {"message": "Invalid API key", "type": "authentication_error", "code": 401}
+        await respond(send, 401, {"error": error})
+        return
+    if fault in STATUS_FAULTS:
+        await refuse(send, fault, api=True)
+        return
+    body = request.json()
+    if body.get("model") not in ("sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-research"):
+        message = f"Invalid model '{body.get('model')}'. Permitted models: sonar, sonar-pro, ..."
+        await respond(send, 400, {"error": {"message": message, "type": "invalid_model", "code": 400}})
+        return
+    chunks = api_chunks(plan.get("answer") or DEFAULT_ANSWER, body["model"], complete=fault not in OPEN_ENDED)
+    frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+    await replay(send, frames, b"data: [DONE]\n\n", plan)
 
 
 ROUTES = {
@@ -275,4 +458,5 @@ ROUTES = {
     ("GET", "/api/auth/session"): session,
     ("GET", "/rest/models/config"): models,
     ("POST", "/rest/sse/perplexity_ask"): ask,
+    ("POST", "/chat/completions"): chat_completions,
 }

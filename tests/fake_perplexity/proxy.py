@@ -2,10 +2,14 @@
 
     python -m tests.fake_perplexity.proxy LISTEN_PORT UPSTREAM_PORT
 
-It relays everything, except an ask whose question contains:
-- `[reset-before]`: the socket is reset before any byte of the answer (every attempt);
-- `[reset-before-once]`: the same, only for the first attempt of a request (its frontend_uuid);
-- `[reset-mid]`: the answer is relayed for a while, then the socket is reset.
+It relays everything, except:
+- a response with the header `x-fake-reset: before` (the fake's `reset_before_status` fault):
+  the client's socket is reset before any byte of it;
+- the comment `: fake-reset-here` in a response body (`reset_mid_stream`): what came before it
+  is relayed, then the socket is reset;
+- an ask whose question contains `[reset-before]` (every attempt), `[reset-before-once]` (only
+  the first attempt of a request, by its frontend_uuid: to check the one silent retry) or
+  `[reset-mid]`: the same, steered from the question instead of the fake's plan.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import struct
 import sys
 
 seen_once: set[bytes] = set()
+RESET_HERE = b": fake-reset-here"
 
 
 def reset(writer: asyncio.StreamWriter) -> None:
@@ -35,15 +40,32 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return head + (await reader.readexactly(length) if length else b"")
 
 
+def held_back(chunk: bytes) -> int:
+    """How many bytes at the end of `chunk` could be the start of the reset marker."""
+    for size in range(min(len(chunk), len(RESET_HERE) - 1), 0, -1):
+        if RESET_HERE.startswith(chunk[-size:]):
+            return size
+    return 0
+
+
 async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None) -> None:
-    sent = 0
+    sent, held = 0, b""
     while chunk := await reader.read(4096):
+        chunk = held + chunk
+        if RESET_HERE in chunk:
+            writer.write(chunk.split(RESET_HERE, 1)[0])
+            await writer.drain()
+            reset(writer)
+            return
+        keep = held_back(chunk)  # the marker may straddle two reads
+        chunk, held = chunk[: len(chunk) - keep], chunk[len(chunk) - keep :]
         writer.write(chunk)
         await writer.drain()
         sent += len(chunk)
         if limit is not None and sent >= limit:
             reset(writer)
             return
+    writer.write(held)
     writer.close()
 
 
@@ -62,7 +84,14 @@ async def handle(client_reader, client_writer, upstream_port: int) -> None:
     up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
     up_writer.write(request)
     await up_writer.drain()
-    with contextlib.suppress(ConnectionError, OSError):
+    with contextlib.suppress(ConnectionError, OSError, asyncio.IncompleteReadError):
+        head = await up_reader.readuntil(b"\r\n\r\n")
+        if b"\r\nx-fake-reset: before" in head.lower():
+            reset(client_writer)
+            up_writer.close()
+            return
+        client_writer.write(head)
+        await client_writer.drain()
         await asyncio.gather(pipe(up_reader, client_writer, limit), pipe(client_reader, up_writer))
     up_writer.close()
 
