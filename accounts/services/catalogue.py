@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 
@@ -32,14 +32,30 @@ def _fallback() -> dict:
     return json.loads(FALLBACK.read_text())
 
 
+# the newest catalogue's data by (row id, fetched_at): decoding 30 KB of JSON per search is not free
+_decoded: dict[tuple[int, datetime], dict] = {}
+
+
+def _newest() -> tuple[int, datetime] | None:
+    return ModelCatalogue.objects.order_by("-fetched_at").values_list("pk", "fetched_at").first()
+
+
 def catalogue() -> dict:
-    row = ModelCatalogue.objects.order_by("-fetched_at").first()
-    return row.data if row else _fallback()
+    newest = _newest()
+    if newest is None:
+        return _fallback()
+    if newest not in _decoded:
+        data = ModelCatalogue.objects.filter(pk=newest[0]).values_list("data", flat=True).first()
+        if data is None:  # replaced meanwhile
+            return catalogue()
+        _decoded.clear()
+        _decoded[newest] = data
+    return _decoded[newest]
 
 
 def stale() -> bool:
-    row = ModelCatalogue.objects.order_by("-fetched_at").first()
-    return row is None or timezone.now() - row.fetched_at > MAX_AGE
+    newest = _newest()
+    return newest is None or timezone.now() - newest[1] > MAX_AGE
 
 
 def save_catalogue(data: dict) -> None:
