@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 
 import pytest
 from websockets.asyncio.client import connect
@@ -36,6 +37,11 @@ FAULTS = [
 ]
 
 
+def page_text(url: str, cookie: str) -> str:
+    request = urllib.request.Request(url, headers={"Cookie": cookie, "Host": "localhost"})  # noqa: S310
+    return urllib.request.urlopen(request, timeout=10).read().decode()  # noqa: S310 - loopback test server
+
+
 async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_works(
     pplxweb_server, fake_perplexity, server_log
 ):
@@ -53,6 +59,9 @@ async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_w
             assert sentence.replace("'", "&#x27;") in seen, fault
             if fault in ("stall", "no_completed", "reset_mid_stream", "[reset-mid]"):
                 assert entry.answer.startswith("Paris is the"), fault  # the partial answer is kept
+            # and the saved page says the same after a reload
+            saved = await asyncio.to_thread(page_text, f"{pplxweb_server}/thread/{entry.thread_id}/", cookie)
+            assert sentence.replace("'", "&#x27;") in saved and f"status-{status}" in saved, fault
             await asyncio.sleep(0.2)
         # a socket dropped before any status is retried once, silently
         control(fake_perplexity, ask={"pace": 0.01})

@@ -52,9 +52,19 @@ async def ask(page, question: str) -> None:
     await page.keyboard.press("Enter")
 
 
+async def sign_out_and_in(page, base: str, username: str) -> None:
+    await page.click("text=Sign out")
+    await expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    await page.fill("#id_username", username)
+    await page.fill("#id_password", PASSWORD)
+    await page.click("button[type=submit]")
+    await expect(page.locator("#id_q")).to_be_visible()
+
+
 async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base)
+    await sign_out_and_in(page, base, "owner")
     await link(page, base)
     control(fake_perplexity, ask={"pace": 0.05})
     await page.goto(f"{base}/")
