@@ -5,7 +5,17 @@
 One stream (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare httpx client, the
 floor, and (b) through pplxweb end to end (daphne subprocess, a websocket client timing each
 update). Then 50 people search at once on one server process. Prints a table; not a test.
-Both sides use plain httpx (PPLXWEB_IMPERSONATE=off) so the comparison is like for like.
+Both sides use plain httpx (PPLXWEB_IMPERSONATE=off) so the comparison is like for like; the
+fake sends event i at i * 20 ms after the request, so both timelines share one schedule.
+
+- first update over the floor: the first answer text's arrival through pplxweb minus its arrival
+  at the bare client (pplxweb's start: socket message, database, upstream request);
+- added latency per update, after the first: the same for every later update that brings new
+  text, minus the first one's figure (so the one-off start is not counted 300 times);
+- update over the floor, start cost included: the plain difference, for every such update;
+- upstream end -> shown completed: from the stream's last byte to the update marking it done.
+The final update (the whole answer rendered once more) brings no new text and is not counted
+as an update. Figures are for this machine with the fake, pplxweb and the clients on it.
 """
 
 from __future__ import annotations
