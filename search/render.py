@@ -37,8 +37,6 @@ TAGS = {
 ATTRIBUTES = {
     "a": {"href", "title"},
     "ol": {"start"},
-    "th": {"style"},
-    "td": {"style"},
     "span": {"class"},
     "pre": {"class"},
     "code": {"class"},
@@ -84,6 +82,20 @@ def _image_as_link(self, tokens: list[Token], idx: int, options, env) -> str:
     alt = "".join(child.content for child in token.children or []) or "image"
     label = escape(f"[image: {alt}]")
     return f'<a href="{escape(src)}">{label}</a>' if src else label
+
+
+ALIGN = re.compile(r"^text-align:(left|center|right)$")
+ALIGNED = {"align-left", "align-center", "align-right"}
+
+
+def _table_alignment(state: StateCore) -> None:
+    """A table column's `style="text-align:..."` -> `class="align-..."`: the page's CSP allows no
+    inline styles, so the attribute would be dropped by the browser and the alignment lost."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and (style := token.attrGet("style")):
+            token.attrs.pop("style", None)
+            if match := ALIGN.match(str(style).replace(" ", "")):
+                token.attrSet("class", f"align-{match.group(1)}")
 
 
 def _citations(state: StateCore) -> None:
@@ -140,6 +152,7 @@ def _markdown() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_link)
     md.core.ruler.push("citations", _citations)
+    md.core.ruler.push("table_alignment", _table_alignment)
     return md
 
 
@@ -148,8 +161,7 @@ def clean(html: str) -> str:
         html,
         tags=TAGS,
         attributes=ATTRIBUTES,
-        allowed_classes={"a": {"cite"}},
-        filter_style_properties={"text-align"},
+        allowed_classes={"a": {"cite"}, "th": ALIGNED, "td": ALIGNED},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
