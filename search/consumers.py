@@ -76,10 +76,10 @@ class SearchConsumer(AsyncWebsocketConsumer):
         if isinstance(prepared, str):
             await self.error(prepared)
             return
-        entry, request = prepared
+        entry, request, html, preloaded = prepared
         await self.follow(entry.pk)
-        await self.send(text_data=await database_sync_to_async(new_entry_fragment)(entry))
-        runner.launch(entry, self.user, request)
+        await self.send(text_data=html)
+        runner.launch(entry, self.user, request, **preloaded)
 
     def _prepare(self, data: QueryDict):
         form = SearchForm(data)  # its model choices come from the database
@@ -96,7 +96,9 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return exc.message
         except Http404:
             return "That conversation was not found."
-        return entry, runner.build_request(entry)
+        # one trip to the database thread for everything a search start needs (each trip is a
+        # thread hop; at 50 starts at once they queue)
+        return entry, runner.build_request(entry), new_entry_fragment(entry), runner.preload(self.user)
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)

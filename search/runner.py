@@ -240,8 +240,8 @@ class Run:
         last_save = 0.0
         stream = None
         try:
-            self.models = await database_sync_to_async(catalogue_models)()
-            self.credential = await database_sync_to_async(credentials_for)(self.user)
+            if self.credential is None or not self.models:
+                self.models, self.credential = await database_sync_to_async(_run_needs)(self.user)
             credential = self.credential
             async with make_client(
                 cookies=credential.cookies,
@@ -373,9 +373,25 @@ def build_request(entry: Entry) -> AskRequest:
     return AskRequest(entry.question, options, follow_up)
 
 
-def launch(entry: Entry, user, request: AskRequest) -> Run:
+def _run_needs(user) -> tuple[dict, Credential]:
+    return catalogue_models(), credentials_for(user)
+
+
+def preload(user) -> dict:
+    """What a run needs from the database, read by a caller already on the database thread
+    (`launch(..., **preload(user))`); a missing credential is left for the run to report."""
+    try:
+        models, credential = _run_needs(user)
+    except NoCredential:
+        return {}
+    return {"models": models, "credential": credential}
+
+
+def launch(
+    entry: Entry, user, request: AskRequest, models: dict | None = None, credential: Credential | None = None
+) -> Run:
     """Start the run for a saved entry as a task of this process's event loop."""
-    run = Run(entry.pk, user, request, thread_id=entry.thread_id)
+    run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
     RUNS[entry.pk] = run
     # A fresh context: the request or socket that started the run may end first, and with it
     # the executor asgiref would otherwise use for this task's database calls.
