@@ -93,9 +93,13 @@ async def floor(fake: str) -> Timeline:
     return seen
 
 
-async def through_pplxweb(server: str, cookie: str, question: str) -> Timeline:
+async def through_pplxweb(
+    server: str, cookie: str, question: str, ready: asyncio.Barrier | None = None
+) -> Timeline:
     """Each update that brings new answer text: its arrival and the newest part in it. (The final
-    update re-sends the whole answer, rendered; it brings nothing new and is timed as `end`.)"""
+    update re-sends the whole answer, rendered; it brings nothing new and is timed as `end`.)
+    The socket is open before the question is sent, as a page's is; with `ready`, every client
+    waits until all sockets are open, then all ask at once."""
     from websockets.asyncio.client import connect
 
     seen = Timeline()
@@ -105,6 +109,8 @@ async def through_pplxweb(server: str, cookie: str, question: str) -> Timeline:
         additional_headers={"Cookie": cookie},
         max_size=None,
     ) as ws:
+        if ready is not None:
+            await ready.wait()
         started = time.monotonic()
         await ws.send(json.dumps({"q": question}))
         while True:
@@ -210,13 +216,18 @@ def main() -> None:
             ratios.append(run.bytes / html_size)
 
         async def crowd():
+            ready = asyncio.Barrier(len(cookies) - 1)
             return await asyncio.gather(
-                *(through_pplxweb(server, c, f"crowd {i}") for i, c in enumerate(cookies[1:])),
+                *(through_pplxweb(server, c, f"crowd {i}", ready) for i, c in enumerate(cookies[1:])),
                 return_exceptions=True,
             )
 
         base = asyncio.run(floor(fake))
+        cpu_before, wall_before = cpu_seconds(server_proc.pid), time.monotonic()
+        others_before = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid())
         results = asyncio.run(crowd())
+        crowd_cpu, crowd_wall = cpu_seconds(server_proc.pid) - cpu_before, time.monotonic() - wall_before
+        others_cpu = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid()) - others_before
         done = [r for r in results if not isinstance(r, BaseException) and r.ok]
         errors = len(results) - len(done)
         crowd_firsts = [first_over_floor(r, base) for r in done]
@@ -241,10 +252,12 @@ def main() -> None:
             ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
             ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
             ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
-            ("50 at once on one process, p50 / p95 in ms:", ""),
+            ("50 at once on one process (sockets open, then all ask at once), p50 / p95 in ms:", ""),
             ("  first update over the floor", p50_95(crowd_firsts)),
             ("  added latency per update, after the first", p50_95(crowd_adds)),
             ("  update over the floor, start cost included", p50_95(crowd_raws)),
+            ("  server CPU seconds, all 50 / wall seconds", f"{crowd_cpu:.1f} / {crowd_wall:.1f}"),
+            ("  the fake's and the 50 clients' CPU seconds (same machine)", f"{others_cpu:.1f}"),
             ("  errors", str(errors)),
             ("  entries saved completed", f"{saved} / 50"),
         ]
