@@ -82,13 +82,16 @@ def start_search(user, question: str, options: AskOptions, thread_id: int | None
     The run itself starts after this returns (search.runner.launch): nothing is sent upstream
     before the entry exists, and no transaction is open while it runs.
     """
-    running = Entry.objects.filter(thread__user=user, status=Entry.Status.RUNNING).count()
-    if running >= MAX_RUNNING:
-        raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
-    verdict = ratelimit.take("search", str(user.pk), PER_MINUTE, timedelta(minutes=1))
-    if not verdict.allowed:
-        raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+    # One write transaction for the checks and the rows. The person's rate-limit bucket is taken
+    # first: its row lock (SQLite: the write lock of BEGIN IMMEDIATE) makes two tabs starting at
+    # the same moment count running searches one after the other; a refusal rolls the token back.
     with transaction.atomic():
+        verdict = ratelimit.take("search", str(user.pk), PER_MINUTE, timedelta(minutes=1))
+        if not verdict.allowed:
+            raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+        running = Entry.objects.filter(thread__user=user, status=Entry.Status.RUNNING).count()
+        if running >= MAX_RUNNING:
+            raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
         thread = (
             thread_for(user, thread_id)
             if thread_id

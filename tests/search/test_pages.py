@@ -154,3 +154,26 @@ async def test_thread_page_renders_saved_entries_safely(owner):
     assert (
         "<script>q" not in page and "<img" not in page and "<b>S</b>" not in page and "<i>r</i>" not in page
     )
+
+
+def test_search_limits_refuse_with_a_sentence_and_spend_nothing_on_a_refusal(owner):
+    from accounts.models import TokenBucket
+    from pplxweb.perplexity.request import AskOptions
+
+    def start(q: str) -> Entry:
+        return services.start_search(owner, q, AskOptions())
+
+    first, second = start("one"), start("two")
+    with pytest.raises(services.SearchRefused, match="You have 2 searches running"):
+        start("three")
+    bucket = TokenBucket.objects.get()
+    assert round(bucket.tokens) == services.PER_MINUTE - 2  # the refused one took no token
+    assert Entry.objects.count() == 2
+    Entry.objects.filter(pk__in=[first.pk, second.pk]).update(status="completed")
+    for n in range(services.PER_MINUTE - 2):
+        Entry.objects.update(status="completed")
+        start(f"more {n}")
+    Entry.objects.update(status="completed")
+    with pytest.raises(services.SearchRefused, match=f"That is {services.PER_MINUTE} searches this minute"):
+        start("one too many")
+    assert Entry.objects.count() == services.PER_MINUTE
