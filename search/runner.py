@@ -31,7 +31,7 @@ from accounts.services import (
 from accounts.services.catalogue import stale as catalogue_stale
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
-from pplxweb.perplexity.extract import Result, extract
+from pplxweb.perplexity.extract import Result, extract, has_answer
 from pplxweb.perplexity.request import AskRequest, FollowUp
 from search import services
 from search.display import catalogue_models, model_label
@@ -260,7 +260,10 @@ class Run:
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = self._last_event = time.monotonic()
-                        if now - self._last_update >= UPDATE_EVERY:  # fresh text goes out at once
+                        due = now - self._last_update >= UPDATE_EVERY  # fresh text goes out at once
+                        if not due and self.first_text_ms is None:  # and so do the first words
+                            due = has_answer(snapshot)
+                        if due:
                             self._cancel_flush()
                             await self.update()
                         elif self._flush is None:  # a trailing update, in case the stream pauses here

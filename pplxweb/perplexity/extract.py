@@ -121,6 +121,11 @@ def failure_message(code: str, message: str) -> str:
 # --- the answer -----------------------------------------------------------------------------
 
 
+def has_answer(snapshot: Snapshot) -> bool:
+    """Whether answer text has begun (cheap: the answer's blocks only, no steps or sources)."""
+    return bool(_answer(snapshot, None))
+
+
 def _answer(snapshot: Snapshot, final: dict | None) -> str:
     usages = snapshot.top.get("structured_answer_block_usages")
     if isinstance(usages, list):

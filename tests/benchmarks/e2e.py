@@ -13,6 +13,8 @@ fake sends event i at i * 20 ms after the request, so both timelines share one s
 - added latency per update, after the first: the same for every later update that brings new
   text, minus the first one's figure (so the one-off start is not counted 300 times);
 - update over the floor, start cost included: the plain difference, for every such update;
+- every answer part: for each of the 300 parts, when the first update showing it arrived, over
+  the floor's arrival of it (a part waits for the next update: this includes the ~80 ms cadence);
 - upstream end -> shown completed: from the stream's last byte to the update marking it done.
 The final update (the whole answer rendered once more) brings no new text and is not counted
 as an update. Figures are for this machine with the fake, pplxweb and the clients on it.
@@ -146,6 +148,18 @@ def raw_latency(run: Timeline, base: Timeline) -> list[float]:
     return [(arrival - base.parts[part]) * 1000 for arrival, part in run.updates]
 
 
+def part_latency(run: Timeline, base: Timeline) -> list[float]:
+    """Per answer part (event): when the first update showing it arrived, over the floor's arrival
+    of it, start cost included. Parts wait for the next update, so this includes the cadence."""
+    out, updates = [], iter(run.updates)
+    arrival, newest = next(updates, (float("nan"), -1))
+    for part in sorted(base.parts):
+        while newest < part:
+            arrival, newest = next(updates, (float("nan"), 10**9))
+        out.append((arrival - base.parts[part]) * 1000)
+    return out
+
+
 def end_over_floor(run: Timeline, base: Timeline) -> float:
     """From the upstream's last byte to the answer shown as completed, beyond the start cost."""
     return (run.end - base.end) * 1000 - first_over_floor(run, base)
@@ -196,7 +210,7 @@ def main() -> None:
     server = f"http://127.0.0.1:{server_port}"
     try:
         control(fake, ask={"answer": answer(), "pace": PACE})
-        firsts, adds, raws, ends, cpus, ratios = [], [], [], [], [], []
+        firsts, adds, raws, parts, ends, cpus, ratios = [], [], [], [], [], [], []
         from search.render import render_answer
 
         html_size = len(render_answer("".join(answer())).encode())
@@ -212,6 +226,7 @@ def main() -> None:
             firsts.append(first_over_floor(run, base))
             adds += added_latency(run, base)
             raws += raw_latency(run, base)
+            parts += part_latency(run, base)
             ends.append(end_over_floor(run, base))
             ratios.append(run.bytes / html_size)
 
@@ -231,8 +246,8 @@ def main() -> None:
         done = [r for r in results if not isinstance(r, BaseException) and r.ok]
         errors = len(results) - len(done)
         crowd_firsts = [first_over_floor(r, base) for r in done]
-        crowd_adds = [a for r in done for a in added_latency(r, base)]
         crowd_raws = [a for r in done for a in raw_latency(r, base)]
+        crowd_parts = [a for r in done for a in part_latency(r, base)]
         import django  # noqa: F401 - set up in people()
 
         from search.models import Entry
@@ -248,14 +263,15 @@ def main() -> None:
             ("  first update over the floor", p50_95(firsts)),
             ("  added latency per update, after the first", p50_95(adds)),
             ("  update over the floor, start cost included", p50_95(raws)),
+            ("  every answer part: shown over the floor, with start and cadence", p50_95(parts)),
             ("  upstream end -> shown completed", p50_95(ends)),
             ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
             ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
             ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
             ("50 at once on one process (sockets open, then all ask at once), p50 / p95 in ms:", ""),
             ("  first update over the floor", p50_95(crowd_firsts)),
-            ("  added latency per update, after the first", p50_95(crowd_adds)),
             ("  update over the floor, start cost included", p50_95(crowd_raws)),
+            ("  every answer part: shown over the floor, with start and cadence", p50_95(crowd_parts)),
             ("  server CPU seconds, all 50 / wall seconds", f"{crowd_cpu:.1f} / {crowd_wall:.1f}"),
             ("  the fake's and the 50 clients' CPU seconds (same machine)", f"{others_cpu:.1f}"),
             ("  errors", str(errors)),

@@ -112,7 +112,7 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
     async with asyncio.timeout(5):
         while not any("word39" in m for _, m in seen):
             message = await comm.receive_from(timeout=5)
-            if "-tail" in message or "-blocks" in message:
+            if ("-tail" in message or "-blocks" in message) and 'id="entries"' not in message:
                 seen.append((loop.time(), message))
     times = [t for t, _ in seen]
     gaps = [b - a for a, b in itertools.pairwise(times)]
@@ -123,6 +123,31 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
     # word39 is the last event before a 1.5 s stall: it is shown within the quiet gap, not after
     events_end = min(t for t, m in seen if "word39" in m) - times[0]
     assert events_end < 40 * 0.01 + UPDATE_EVERY + QUIET + 0.4, events_end
+    await comm.disconnect()
+
+
+async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstream):
+    """Sources arrive, then the first words 10 ms later: the words go out at once instead of
+    waiting out the ~80 ms since the sources' update."""
+    from search.runner import UPDATE_EVERY
+
+    serve(upstream, Paced(answer_stream(words(30)), pause=0.01))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "first words"}))
+    loop = asyncio.get_running_loop()
+    first_update = first_words = None
+    async with asyncio.timeout(5):
+        while first_words is None:
+            message = await comm.receive_from(timeout=5)
+            if 'id="entries"' in message:
+                continue  # the new entry itself
+            first_update = first_update or loop.time()
+            if "word0" in message:
+                first_words = loop.time()
+    # the sources' update came first; the words followed well inside one update interval
+    assert first_words > first_update
+    assert first_words - first_update < UPDATE_EVERY * 0.75, first_words - first_update
+    await receive_until(comm, "status-completed")
     await comm.disconnect()
 
 
