@@ -61,6 +61,10 @@ async def sign_out_and_in(page, base: str, username: str) -> None:
     await expect(page.locator("#id_q")).to_be_visible()
 
 
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.mark.parametrize("page", [None, PHONE], indirect=True, ids=["desktop", "phone"])
 async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base)
@@ -113,10 +117,15 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     await page.click("button[name=unlink]")
     await expect(page.locator(".message")).to_contain_text("Unlinked")
     assert not (await PerplexityAccount.objects.aget()).linked
+    if page.viewport_size["width"] == PHONE["width"]:  # nothing wider than the phone, on any page
+        thread = (await Entry.objects.afirst()).thread_id
+        for path in ("/", f"/thread/{thread}/", "/history/?q=seine", "/settings/"):
+            await page.goto(f"{base}{path}")
+            assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
     assert page.console_errors == []
 
 
-@pytest.mark.parametrize("page", [{"width": 390, "height": 844}], indirect=True)
+@pytest.mark.parametrize("page", [PHONE], indirect=True)
 async def test_on_a_phone_with_an_authenticator(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base, "phone")
