@@ -41,6 +41,7 @@ from search.render import render_sources, scrub
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY = 0.08  # seconds between answer updates
+UPDATES_PER_SECOND = 150  # for all of this process's answers together
 QUIET = 0.025  # a pause this long in the stream sends what is waiting (see Run._flush_now)
 SAVE_EVERY = 2.0  # seconds between progress saves
 DOWNGRADED = (
@@ -48,6 +49,13 @@ DOWNGRADED = (
     "the linked session may have expired. Re-link in Settings."
 )
 RUNS: dict[int, Run] = {}  # this process's runs, by entry id
+
+
+def update_every(running: int | None = None) -> float:
+    """The interval between one answer's updates: UPDATE_EVERY, stretched when many answers run
+    in this process (`running`, by default all of them) so that together they send at most
+    UPDATES_PER_SECOND: a crowd otherwise saturates the process and every answer falls behind."""
+    return max(UPDATE_EVERY, (len(RUNS) if running is None else running) / UPDATES_PER_SECOND)
 
 
 def group(entry_id: int) -> str:
@@ -162,7 +170,7 @@ class Run:
             await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
 
     def _flush_due(self) -> float:
-        return max(self._last_update + UPDATE_EVERY, self._last_event + QUIET)
+        return max(self._last_update + update_every(), self._last_event + QUIET)
 
     def _flush_now(self) -> None:
         """The trailing update: it waits for a quiet moment, so it does not go out just before
@@ -260,7 +268,7 @@ class Run:
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = self._last_event = time.monotonic()
-                        due = now - self._last_update >= UPDATE_EVERY  # fresh text goes out at once
+                        due = now - self._last_update >= update_every()  # fresh text goes out at once
                         if not due and self.first_text_ms is None:  # and so do the first words
                             due = has_answer(snapshot)
                         if due:

@@ -360,3 +360,14 @@ async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
     )
     assert await Entry.objects.filter(thread_id=entry.thread_id).acount() == 2
     await comm.disconnect()
+
+
+def test_many_answers_in_one_process_share_an_update_budget():
+    """Up to a dozen answers each update every ~80 ms; beyond that the interval stretches so that
+    together they stay near UPDATES_PER_SECOND (a crowd otherwise saturates the process)."""
+    from search import runner
+
+    assert runner.update_every(1) == runner.update_every(12) == runner.UPDATE_EVERY
+    assert runner.update_every(50) == pytest.approx(50 / runner.UPDATES_PER_SECOND)
+    assert 50 / runner.update_every(50) <= runner.UPDATES_PER_SECOND + 1e-9
+    assert runner.update_every() == runner.UPDATE_EVERY  # no answer is running in this test
