@@ -6,6 +6,18 @@ from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 
 from accounts import services
 
+# the search options a person can preset here and pick per search (search.forms uses them too)
+MODES = [("auto", "Auto (quick)"), ("pro", "Pro search"), ("research", "Deep research")]
+SOURCES = [("web", "Web"), ("scholar", "Academic"), ("social", "Social"), ("finance", "Finance")]
+RECENCY = [
+    ("", "Any time"),
+    ("hour", "Past hour"),
+    ("day", "Past day"),
+    ("week", "Past week"),
+    ("month", "Past month"),
+    ("year", "Past year"),
+]
+
 
 class SignInForm(AuthenticationForm):
     username = forms.CharField(
@@ -95,31 +107,19 @@ class DefaultsForm(forms.Form):
     model = forms.ChoiceField(label="Model")
     mode = forms.ChoiceField(
         label="Mode",
-        choices=[("auto", "Auto (quick)"), ("pro", "Pro search"), ("research", "Deep research")],
+        choices=MODES,
     )
     sources = forms.MultipleChoiceField(
         label="Sources",
         required=False,
-        choices=[
-            ("web", "Web"),
-            ("scholar", "Academic"),
-            ("social", "Social"),
-            ("finance", "Finance"),
-        ],
+        choices=SOURCES,
         widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: answer without searching.",
     )
     recency = forms.ChoiceField(
         label="Recency",
         required=False,
-        choices=[
-            ("", "Any time"),
-            ("hour", "Past hour"),
-            ("day", "Past day"),
-            ("week", "Past week"),
-            ("month", "Past month"),
-            ("year", "Past year"),
-        ],
+        choices=RECENCY,
     )
     language = forms.RegexField(
         label="Answer language",

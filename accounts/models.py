@@ -106,3 +106,14 @@ class SearchDefaults(models.Model):
 
     def __str__(self) -> str:
         return f"search defaults of {self.user}"
+
+    def as_initial(self) -> dict:
+        """The presets as a form's initial values (the Settings form, the search options)."""
+        return {
+            "model": self.model,
+            "mode": self.mode,
+            "sources": [s for s in self.sources.split(",") if s],
+            "recency": self.recency,
+            "language": self.language,
+            "incognito": self.incognito,
+        }

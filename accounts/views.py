@@ -118,9 +118,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "cookie_form": forms.get("cookie_form") or CookieForm(),
         "api_key_form": forms.get("api_key_form") or ApiKeyForm(),
         "defaults_form": forms.get("defaults_form")
-        or DefaultsForm(
-            initial=_defaults_initial(defaults), choices=choices, tier=account.tier if account else ""
-        ),
+        or DefaultsForm(initial=defaults.as_initial(), choices=choices, tier=account.tier if account else ""),
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
@@ -131,17 +129,6 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         .exists(),
     }
     return render(request, "accounts/settings.html", context, status=status)
-
-
-def _defaults_initial(defaults: SearchDefaults) -> dict:
-    return {
-        "model": defaults.model,
-        "mode": defaults.mode,
-        "sources": [s for s in defaults.sources.split(",") if s],
-        "recency": defaults.recency,
-        "language": defaults.language,
-        "incognito": defaults.incognito,
-    }
 
 
 @require_http_methods(["GET", "POST"])

@@ -98,7 +98,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return "That conversation was not found."
         # one trip to the database thread for everything a search start needs (each trip is a
         # thread hop; at 50 starts at once they queue)
-        return entry, runner.build_request(entry), new_entry_fragment(entry), runner.preload(self.user)
+        return entry, services.build_request(entry), new_entry_fragment(entry), services.preload(self.user)
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)

@@ -8,21 +8,12 @@ from urllib.parse import urlsplit
 
 from django import forms
 
+from accounts.forms import MODES, RECENCY, SOURCES
 from accounts.services import model_choices
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
 
 MAX_QUESTION = 8000
 HOST = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$")
-RECENCY = [
-    ("", "Any time"),
-    ("hour", "Past hour"),
-    ("day", "Past day"),
-    ("week", "Past week"),
-    ("month", "Past month"),
-    ("year", "Past year"),
-]
-MODES = [("auto", "Auto (quick)"), ("pro", "Pro search"), ("research", "Deep research")]
-SOURCES = [("web", "Web"), ("scholar", "Academic"), ("social", "Social"), ("finance", "Finance")]
 
 
 def _domains(text: str, label: str) -> list[str]:

@@ -18,12 +18,10 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
-from django.utils import timezone
 
 from accounts.services import (
     Credential,
     NoCredential,
-    credentials_for,
     make_client,
     record_search,
     refresh_catalogue,
@@ -32,11 +30,11 @@ from accounts.services.catalogue import stale as catalogue_stale
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer
-from pplxweb.perplexity.request import AskRequest, FollowUp
+from pplxweb.perplexity.request import AskRequest
 from search import services
-from search.display import catalogue_models, model_label
+from search.display import model_label
 from search.fragments import AnswerStream
-from search.models import Entry, Thread
+from search.models import Entry
 from search.render import render_sources, scrub
 
 log = logging.getLogger(__name__)
@@ -249,7 +247,7 @@ class Run:
         stream = None
         try:
             if self.credential is None or not self.models:
-                self.models, self.credential = await database_sync_to_async(_run_needs)(self.user)
+                self.models, self.credential = await database_sync_to_async(services.run_needs)(self.user)
             credential = self.credential
             async with make_client(
                 cookies=credential.cookies,
@@ -339,63 +337,7 @@ class Run:
         await self.save(final=False)
 
     async def save(self, final: bool) -> None:
-        await database_sync_to_async(_save)(self, final)
-
-
-def _save(run: Run, final: bool) -> None:
-    result = run.result or Result(status="running")
-    fields = {
-        "answer": scrub(result.answer),
-        "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
-        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
-        "heartbeat": timezone.now(),
-        "first_byte_ms": run.first_byte_ms,
-        "first_text_ms": run.first_text_ms,
-    }
-    if final:
-        fields.update(
-            status=run.status,
-            error=run.error,
-            related=[scrub(q) for q in result.related],
-            model=result.model,
-            downgraded=result.downgraded,
-            backend_uuid=result.backend_uuid,
-            credential=run.credential.kind if run.credential else "",
-            done_ms=int((time.monotonic() - run.started) * 1000),
-        )
-    entry = Entry.objects.filter(pk=run.entry_id)
-    entry.update(**fields)
-    if final and (result.read_write_token or result.thread_url_slug):
-        thread_id = entry.values_list("thread_id", flat=True).first()
-        thread = Thread.objects.filter(pk=thread_id)
-        if result.read_write_token:
-            thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
-        if result.thread_url_slug:
-            thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
-
-
-def build_request(entry: Entry) -> AskRequest:
-    """The upstream request for a saved entry (a follow-up when the thread has earlier turns)."""
-    options = services.options_from_json(entry.options)
-    previous = services.previous_turn(entry)
-    follow_up = None
-    if previous is not None:
-        follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
-    return AskRequest(entry.question, options, follow_up)
-
-
-def _run_needs(user) -> tuple[dict, Credential]:
-    return catalogue_models(), credentials_for(user)
-
-
-def preload(user) -> dict:
-    """What a run needs from the database, read by a caller already on the database thread
-    (`launch(..., **preload(user))`); a missing credential is left for the run to report."""
-    try:
-        models, credential = _run_needs(user)
-    except NoCredential:
-        return {}
-    return {"models": models, "credential": credential}
+        await database_sync_to_async(services.save_run)(self, final)
 
 
 def launch(

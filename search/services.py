@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
@@ -12,8 +14,15 @@ from django.utils import timezone
 
 from accounts import ratelimit
 from accounts.models import SearchDefaults
-from pplxweb.perplexity.request import AskOptions
+from accounts.services import Credential, NoCredential, credentials_for
+from pplxweb.perplexity.extract import Result
+from pplxweb.perplexity.request import AskOptions, AskRequest, FollowUp
+from search.display import catalogue_models
 from search.models import Entry, Thread
+from search.render import scrub
+
+if TYPE_CHECKING:
+    from search.runner import Run
 
 MAX_RUNNING = 2
 PER_MINUTE = 20
@@ -151,3 +160,64 @@ def sweep_interrupted(at_start: bool = False) -> int:
         status=Entry.Status.INTERRUPTED,
         error="The server stopped while this answer was arriving; what had arrived is kept.",
     )
+
+
+# --- what a run reads and writes (search.runner runs them on the database thread) -----------
+
+
+def save_run(run: Run, final: bool) -> None:
+    """Write a run's progress (every few seconds) or its outcome (`final`) to its entry."""
+    result = run.result or Result(status="running")
+    fields = {
+        "answer": scrub(result.answer),
+        "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
+        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
+        "heartbeat": timezone.now(),
+        "first_byte_ms": run.first_byte_ms,
+        "first_text_ms": run.first_text_ms,
+    }
+    if final:
+        fields.update(
+            status=run.status,
+            error=run.error,
+            related=[scrub(q) for q in result.related],
+            model=result.model,
+            downgraded=result.downgraded,
+            backend_uuid=result.backend_uuid,
+            credential=run.credential.kind if run.credential else "",
+            done_ms=int((time.monotonic() - run.started) * 1000),
+        )
+    entry = Entry.objects.filter(pk=run.entry_id)
+    entry.update(**fields)
+    if final and (result.read_write_token or result.thread_url_slug):
+        thread_id = entry.values_list("thread_id", flat=True).first()
+        thread = Thread.objects.filter(pk=thread_id)
+        if result.read_write_token:
+            thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
+        if result.thread_url_slug:
+            thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
+
+
+def build_request(entry: Entry) -> AskRequest:
+    """The upstream request for a saved entry (a follow-up when the thread has earlier turns)."""
+    options = options_from_json(entry.options)
+    previous = previous_turn(entry)
+    follow_up = None
+    if previous is not None:
+        follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
+    return AskRequest(entry.question, options, follow_up)
+
+
+def run_needs(user) -> tuple[dict, Credential]:
+    """The model catalogue (for names) and the credential a run searches with."""
+    return catalogue_models(), credentials_for(user)
+
+
+def preload(user) -> dict:
+    """What a run needs from the database, read by a caller already on the database thread
+    (`launch(..., **preload(user))`); a missing credential is left for the run to report."""
+    try:
+        models, credential = run_needs(user)
+    except NoCredential:
+        return {}
+    return {"models": models, "credential": credential}

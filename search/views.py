@@ -17,16 +17,7 @@ from search.models import Entry, Thread
 def _form(user, initial_q: str = "", thread: Thread | None = None) -> SearchForm:
     defaults = services.defaults_for(user)
     return SearchForm(
-        initial={
-            "q": initial_q,
-            "thread": thread.pk if thread else None,
-            "model": defaults.model,
-            "mode": defaults.mode,
-            "sources": [s for s in defaults.sources.split(",") if s],
-            "recency": defaults.recency,
-            "language": defaults.language,
-            "incognito": defaults.incognito,
-        }
+        initial={"q": initial_q, "thread": thread.pk if thread else None, **defaults.as_initial()}
     )
 
 
@@ -69,7 +60,7 @@ def _start(user, form: SearchForm):
     except services.SearchRefused as exc:
         form.add_error(None, exc.message)
         return None
-    return entry, runner.build_request(entry)
+    return entry, services.build_request(entry)
 
 
 def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
@@ -99,7 +90,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     def start():
         entry = services.entry_for(user, pk)
         new = services.start_search(user, entry.question, services.options_from_json(entry.options))
-        return new, runner.build_request(new)
+        return new, services.build_request(new)
 
     try:
         entry, upstream_request = await database_sync_to_async(start)()

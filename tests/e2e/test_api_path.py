@@ -13,18 +13,14 @@ from websockets.asyncio.client import connect
 from accounts.models import PerplexityAccount
 from search.models import Entry
 from tests.e2e.conftest import control, seen
+from tests.e2e.test_fault_matrix import FAULTS as WEB_FAULTS
 from tests.e2e.test_two_processes import receive_until, session_cookie
 from tests.fake_perplexity.app import API_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FAULTS = [
-    ("429", "failed", "Perplexity's rate limit: try again in 7 s."),
-    ("500", "failed", "Perplexity had a server error (500)."),
-    ("stall", "failed", "Perplexity sent nothing for 2 s; what arrived is kept."),
-    ("no_completed", "truncated", "The answer stopped before Perplexity finished it."),
-    ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
-]
+# the web path's outcomes hold on the API path too (its own 401 is checked below)
+FAULTS = [f for f in WEB_FAULTS if f[0] in ("429", "500", "stall", "no_completed", "reset_mid_stream")]
 
 
 @sync_to_async

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+
+import httpx
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # copies of ../shared/fixtures, see README
 
@@ -71,3 +74,26 @@ def answer_stream(
             "related_queries": ["What next?", "And then?"],
         })  # fmt: skip
     return events
+
+
+class PacedBody(httpx.AsyncByteStream):
+    """A response body for respx: chunks with a pause before each, then optionally a stall
+    and/or an exception (a dropped connection). `closed` tells whether pplxweb closed it."""
+
+    def __init__(
+        self, chunks: list[bytes], pause: float = 0.0, then: Exception | None = None, stall: float = 0.0
+    ):
+        self.chunks, self.pause, self.then, self.stall = chunks, pause, then, stall
+        self.closed = False
+
+    async def __aiter__(self):
+        for chunk in self.chunks:
+            await asyncio.sleep(self.pause)
+            yield chunk
+        if self.stall:
+            await asyncio.sleep(self.stall)
+        if self.then:
+            raise self.then
+
+    async def aclose(self):
+        self.closed = True

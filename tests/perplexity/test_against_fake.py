@@ -12,7 +12,7 @@ import pytest
 
 from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.client import PerplexityClient
-from pplxweb.perplexity.errors import AuthError, ChallengeError, RateLimited, RequestRejected
+from pplxweb.perplexity.errors import AuthError, ChallengeError, RateLimited, RequestRejected, SignInError
 from pplxweb.perplexity.extract import extract
 from pplxweb.perplexity.request import AskOptions, AskRequest
 from tests.fake_perplexity import app as fake
@@ -40,10 +40,6 @@ async def ask(request: AskRequest, api_key: str = "", **kwargs):
         return extract(stream.snapshot, ended=stream.ended, asked=request.options.model)
 
 
-def signed_in_cookies(token: str, cookies: dict[str, str]) -> dict[str, str]:
-    return jar.with_session(cookies, token)  # what linking stores
-
-
 @pytest.mark.parametrize("delivery", ["json", "cookie", "chunked", "redirect"])
 async def test_every_sign_in_delivery_gives_a_session_that_searches(delivery):
     fake.state["signin"] = {"delivery": delivery}
@@ -51,7 +47,7 @@ async def test_every_sign_in_delivery_gives_a_session_that_searches(delivery):
         await c.start_sign_in("someone@example.com")
         result = await c.verify_code("someone@example.com", fake.CODE)
         assert result.token == fake.TOKEN and not result.totp_challenge
-        cookies = signed_in_cookies(result.token, c.cookies)
+        cookies = jar.with_session(c.cookies, result.token)  # what linking stores
     answer = await ask(AskRequest("capital of France?"), cookies=cookies)
     assert answer.status == "completed" and answer.answer.endswith("It lies on the Seine.")
     sent = fake.state["requests"][-1]
@@ -72,8 +68,6 @@ async def test_the_authenticator_step_in_both_deliveries(delivery):
 
 
 async def test_wrong_codes_and_a_missing_csrf_cookie_are_refused():
-    from pplxweb.perplexity.errors import SignInError
-
     async with client() as c:
         await c.start_sign_in("someone@example.com")
         with pytest.raises(SignInError):

@@ -24,7 +24,7 @@ from pplxweb.perplexity.errors import (
 from pplxweb.perplexity.extract import extract
 from pplxweb.perplexity.request import AskOptions, AskRequest, FollowUp
 from pplxweb.perplexity.stream import Timeouts
-from tests.perplexity.streams import answer_stream, sse
+from tests.perplexity.streams import PacedBody, answer_stream, sse
 
 BASE = "https://pplx.test"
 API = "https://api.pplx.test"
@@ -403,38 +403,12 @@ async def test_no_retry_once_a_status_arrived(mock):
     assert route.call_count == 1
 
 
-class Stream(httpx.AsyncByteStream):
-    """Chunks with optional pauses, then optionally a dropped connection."""
-
-    def __init__(
-        self,
-        chunks: list[bytes],
-        pause: float = 0.0,
-        then: Exception | None = None,
-        stall: float = 0.0,
-    ):
-        self.chunks, self.pause, self.then, self.stall = chunks, pause, then, stall
-        self.closed = False
-
-    async def __aiter__(self):
-        for chunk in self.chunks:
-            await asyncio.sleep(self.pause)
-            yield chunk
-        if self.stall:
-            await asyncio.sleep(self.stall)
-        if self.then:
-            raise self.then
-
-    async def aclose(self):
-        self.closed = True
-
-
 async def test_a_connection_dropped_mid_answer_keeps_the_partial_answer(mock):
     events = answer_stream(["Hello ", "wor", "ld"], complete=False)
     body = sse(events[:4], end=False) + b'event: message\r\ndata: {"blocks": [{"intended_'
     ask_route(mock).mock(
         return_value=httpx.Response(
-            200, headers=SSE, stream=Stream([body], then=httpx.RemoteProtocolError("peer closed"))
+            200, headers=SSE, stream=PacedBody([body], then=httpx.RemoteProtocolError("peer closed"))
         )
     )
     async with client() as c:
@@ -447,7 +421,7 @@ async def test_a_connection_dropped_mid_answer_keeps_the_partial_answer(mock):
 
 async def test_a_stall_is_a_timeout_and_the_partial_answer_stays(mock):
     body = sse(answer_stream(["Hello"], complete=False), end=False)
-    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=5)))
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=PacedBody([body], stall=5)))
     async with client(timeouts=Timeouts(read_gap=0.2)) as c:
         stream = c.ask(AskRequest("q"))
         with pytest.raises(Timeout, match="sent nothing for"):
@@ -458,7 +432,7 @@ async def test_a_stall_is_a_timeout_and_the_partial_answer_stays(mock):
 async def test_a_stream_that_never_ends_hits_the_overall_cap(mock):
     body = sse(answer_stream(["x"], complete=False), end=False)
     chunks = [body] + [b": ping\n\n"] * 1000
-    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream(chunks, pause=0.01)))
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=PacedBody(chunks, pause=0.01)))
     async with client(timeouts=Timeouts(read_gap=1, overall=0.3)) as c:
         with pytest.raises(Timeout, match="too long"):
             await collect(c.ask(AskRequest("q")))
@@ -466,7 +440,7 @@ async def test_a_stream_that_never_ends_hits_the_overall_cap(mock):
 
 async def test_after_completed_a_missing_end_of_stream_does_not_hang(mock):
     body = sse(answer_stream(["done"]), end=False)
-    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=Stream([body], stall=10)))
+    ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=PacedBody([body], stall=10)))
     async with client(timeouts=Timeouts(read_gap=10, drain=0.1)) as c:
         stream = c.ask(AskRequest("q"))
         await asyncio.wait_for(collect(stream), 3)
@@ -494,7 +468,7 @@ async def test_an_empty_stream_is_truncated_with_no_results(mock):
 
 async def test_leaving_the_loop_closes_the_upstream_response(mock):
     body = sse(answer_stream(["a", "b", "c"]))
-    upstream = Stream([body[:200], body[200:400], body[400:]], pause=0.01)
+    upstream = PacedBody([body[:200], body[200:400], body[400:]], pause=0.01)
     ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=upstream))
     async with client() as c, c.ask(AskRequest("q")) as stream:
         async for _ in stream:
@@ -504,7 +478,7 @@ async def test_leaving_the_loop_closes_the_upstream_response(mock):
 
 async def test_cancelling_the_task_closes_the_upstream_response(mock):
     body = sse(answer_stream(["a"], complete=False), end=False)
-    upstream = Stream([body], stall=30)
+    upstream = PacedBody([body], stall=30)
     ask_route(mock).mock(return_value=httpx.Response(200, headers=SSE, stream=upstream))
     async with client() as c:
         task = asyncio.create_task(collect(c.ask(AskRequest("q"))))

@@ -11,15 +11,15 @@ import respx
 from asgiref.sync import sync_to_async
 
 from accounts.models import PerplexityAccount
-from tests.perplexity.streams import answer_stream, sse
+from tests.perplexity.streams import PacedBody, answer_stream, sse
 
 BASE = "https://perplexity.test"
 TOKEN = "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0..LIVE-SEARCH-TOKEN.tag"
 SSE = {"content-type": "text/event-stream; charset=utf-8"}
 
 
-class Paced(httpx.AsyncByteStream):
-    """Events with a pause between them; optionally a stall or a dropped socket at the end."""
+class Paced(PacedBody):
+    """Events with a pause before each; optionally a stall or a dropped socket at the end."""
 
     def __init__(
         self,
@@ -29,23 +29,8 @@ class Paced(httpx.AsyncByteStream):
         stall: float = 0,
         then: Exception | None = None,
     ):
-        self.frames = [sse([e], end=False) for e in events] + (
-            [b"event: end_of_stream\r\ndata: {}\r\n\r\n"] if end else []
-        )
-        self.pause, self.stall, self.then = pause, stall, then
-        self.closed = False
-
-    async def __aiter__(self):
-        for frame in self.frames:
-            await asyncio.sleep(self.pause)
-            yield frame
-        if self.stall:
-            await asyncio.sleep(self.stall)
-        if self.then:
-            raise self.then
-
-    async def aclose(self):
-        self.closed = True
+        frames = [sse([e], end=False) for e in events]
+        super().__init__(frames + ([sse([], end=True)] if end else []), pause, then, stall)
 
 
 @pytest.fixture
