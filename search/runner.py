@@ -89,6 +89,7 @@ class Run:
     _last_update: float = 0.0
     _last_event: float = 0.0
     _trailing: asyncio.Future | None = None
+    _saving: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
 
@@ -243,7 +244,7 @@ class Run:
                 listener.cancel()
 
     async def stream(self) -> None:
-        last_save = 0.0
+        last_save = self.started  # the entry was written as running a moment ago
         stream = None
         try:
             if self.credential is None or not self.models:
@@ -277,7 +278,7 @@ class Run:
                             self._flush = loop.call_at(self._flush_due(), self._flush_now)
                         if now - last_save >= SAVE_EVERY:
                             last_save = now
-                            await self.save_progress()
+                            self.save_progress()
                 self._cancel_flush()
                 self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
                 self.status, self.error = self.result.status, self.result.error or ""
@@ -329,12 +330,24 @@ class Run:
     async def finish(self) -> None:
         self.finishing = True  # from here on the run is saving: never cancel it again
         self._cancel_flush()
+        if self._saving is not None:  # the final save goes after it (a failure was logged)
+            await asyncio.wait([self._saving])
         await self.save(final=True)
         await self.update(final=True)
 
-    async def save_progress(self) -> None:
+    def save_progress(self) -> None:
+        """Save what arrived so far, beside the stream: the stream never waits for the database
+        (at 50 starts at once its one thread has a queue, and a stream waiting in it stalls).
+        At most one progress save is in flight; the final save waits for it."""
+        if self._saving is not None and not self._saving.done():
+            return
         self._refresh_result()
-        await self.save(final=False)
+        self._saving = asyncio.ensure_future(self.save(final=False))
+        self._saving.add_done_callback(self._saved)
+
+    def _saved(self, task: asyncio.Future) -> None:
+        if not task.cancelled() and task.exception() is not None:  # the final save writes it all
+            log.error("progress save for entry %s failed", self.entry_id, exc_info=task.exception())
 
     async def save(self, final: bool) -> None:
         await database_sync_to_async(services.save_run)(self, final)

@@ -177,6 +177,19 @@ def peak_mb(pid: int) -> float:
     return int(line.split()[1]) / 1024
 
 
+def profile(pid: int) -> subprocess.Popen | None:
+    """With BENCH_PROFILE=FILE, py-spy samples the server during the 50 searches (raw folded
+    stacks in FILE; `py-spy` must be installed in the venv)."""
+    out = os.environ.get("BENCH_PROFILE")
+    if not out:
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "500", "-o", out]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    return proc
+
+
 def people(count: int) -> list[str]:
     import django
 
@@ -240,12 +253,17 @@ def main() -> None:
         base = asyncio.run(floor(fake))
         cpu_before, wall_before = cpu_seconds(server_proc.pid), time.monotonic()
         others_before = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid())
+        spy = profile(server_proc.pid)
         results = asyncio.run(crowd())
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait()
         crowd_cpu, crowd_wall = cpu_seconds(server_proc.pid) - cpu_before, time.monotonic() - wall_before
         others_cpu = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid()) - others_before
         done = [r for r in results if not isinstance(r, BaseException) and r.ok]
         errors = len(results) - len(done)
         crowd_firsts = [first_over_floor(r, base) for r in done]
+        crowd_adds = [a for r in done for a in added_latency(r, base)]
         crowd_raws = [a for r in done for a in raw_latency(r, base)]
         crowd_parts = [a for r in done for a in part_latency(r, base)]
         import django  # noqa: F401 - set up in people()
@@ -270,6 +288,7 @@ def main() -> None:
             ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
             ("50 at once on one process (sockets open, then all ask at once), p50 / p95 in ms:", ""),
             ("  first update over the floor", p50_95(crowd_firsts)),
+            ("  added latency per update, after the first", p50_95(crowd_adds)),
             ("  update over the floor, start cost included", p50_95(crowd_raws)),
             ("  every answer part: shown over the floor, with start and cadence", p50_95(crowd_parts)),
             ("  server CPU seconds, all 50 / wall seconds", f"{crowd_cpu:.1f} / {crowd_wall:.1f}"),

@@ -371,3 +371,39 @@ def test_many_answers_in_one_process_share_an_update_budget():
     assert runner.update_every(50) == pytest.approx(50 / runner.UPDATES_PER_SECOND)
     assert 50 / runner.update_every(50) <= runner.UPDATES_PER_SECOND + 1e-9
     assert runner.update_every() == runner.UPDATE_EVERY  # no answer is running in this test
+
+
+async def test_a_slow_database_does_not_hold_the_stream(owner, alinked, upstream, monkeypatch):
+    """Progress saves go beside the stream: with each one taking 0.4 s (the database thread
+    busy with other people's starts), the words still arrive on time, and the final save,
+    which waits for the one in flight, keeps the whole answer."""
+    import time as time_module
+
+    from search import runner, services
+
+    saves: list[bool] = []
+    save_run = services.save_run
+
+    def slow_save(run, final):
+        saves.append(final)
+        if not final:
+            time_module.sleep(0.4)
+        save_run(run, final)
+
+    monkeypatch.setattr(services, "save_run", slow_save)
+    monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
+    serve(upstream, Paced(answer_stream(words(40)), pause=0.01))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "slow disk"}))
+    loop = asyncio.get_running_loop()
+    await receive_until(comm, "entries")
+    asked = loop.time()
+    await receive_until(comm, "word39")
+    # 40 events 10 ms apart: shown within the stream's own time and an update interval or two
+    # (waiting for each progress save would add 0.4 s per save)
+    assert loop.time() - asked < 40 * 0.01 + 0.3, loop.time() - asked
+    await receive_until(comm, "status-completed")
+    await comm.disconnect()
+    entry = await Entry.objects.aget()
+    assert entry.status == "completed" and entry.answer == "".join(words(40))
+    assert saves[-1] is True and False in saves  # progress was saved on the way, then the end
