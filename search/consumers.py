@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404, QueryDict
@@ -98,7 +99,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return "That conversation was not found."
         # one trip to the database thread for everything a search start needs (each trip is a
         # thread hop; at 50 starts at once they queue)
-        return entry, services.build_request(entry), new_entry_fragment(entry), services.preload(self.user)
+        request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
+        return entry, request, new_entry_fragment(entry), services.preload(self.user)
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)
@@ -149,13 +151,15 @@ class SearchConsumer(AsyncWebsocketConsumer):
     # --- group messages -------------------------------------------------------------------------
 
     async def dispatch(self, message: dict) -> None:
-        # Channels closes stale database connections before every handler, a hop to the one
-        # database thread; relaying a fragment touches no database, so it skips the queue there
-        # (at 50 searches at once that hop was most of an update's wait).
-        if message.get("type") == "entry.fragment":
-            await self.entry_fragment(message)
+        # Channels closes stale database connections before every handler: a hop to the one
+        # database thread, where it queues behind other people's starts (at 50 searches at once
+        # that hop was most of an update's wait). Every database call here goes through
+        # database_sync_to_async, which closes them itself on that thread, so no hop.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            await super().dispatch(message)  # it raises the "no handler" error
         else:
-            await super().dispatch(message)
+            await handler(message)
 
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])

@@ -198,10 +198,11 @@ def save_run(run: Run, final: bool) -> None:
             thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
 
 
-def build_request(entry: Entry) -> AskRequest:
-    """The upstream request for a saved entry (a follow-up when the thread has earlier turns)."""
+def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
+    """The upstream request for a saved entry (a follow-up when the thread has earlier turns;
+    `new_thread` says it has none, which saves looking)."""
     options = options_from_json(entry.options)
-    previous = previous_turn(entry)
+    previous = None if new_thread else previous_turn(entry)
     follow_up = None
     if previous is not None:
         follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)

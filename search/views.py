@@ -60,7 +60,7 @@ def _start(user, form: SearchForm):
     except services.SearchRefused as exc:
         form.add_error(None, exc.message)
         return None
-    return entry, services.build_request(entry)
+    return entry, services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
 
 
 def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
@@ -90,7 +90,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     def start():
         entry = services.entry_for(user, pk)
         new = services.start_search(user, entry.question, services.options_from_json(entry.options))
-        return new, services.build_request(new)
+        return new, services.build_request(new, new_thread=True)
 
     try:
         entry, upstream_request = await database_sync_to_async(start)()

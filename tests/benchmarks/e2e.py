@@ -18,6 +18,10 @@ fake sends event i at i * 20 ms after the request, so both timelines share one s
 - upstream end -> shown completed: from the stream's last byte to the update marking it done.
 The final update (the whole answer rendered once more) brings no new text and is not counted
 as an update. Figures are for this machine with the fake, pplxweb and the clients on it.
+
+At 50 the floor is 50 bare clients asking at once (each part's median arrival over them): the
+fake and the clients share this machine, and at 50 they are late on their own. Their own delay
+over one bare client is printed first, then pplxweb's 50 over that floor.
 """
 
 from __future__ import annotations
@@ -75,8 +79,9 @@ class Timeline:
     ok: bool = False
 
 
-async def floor(fake: str) -> Timeline:
-    """Arrival time of each answer part with a bare httpx client."""
+async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
+    """Arrival time of each answer part with a bare httpx client (with `ready`, every client
+    waits until all are set up, then all ask at once)."""
     import httpx
 
     from tests.fake_perplexity.app import TOKEN
@@ -84,6 +89,8 @@ async def floor(fake: str) -> Timeline:
     seen = Timeline()
     async with httpx.AsyncClient(timeout=30) as client:  # set up (TLS context) before the clock starts
         headers = {"cookie": f"__Secure-next-auth.session-token={TOKEN}"}
+        if ready is not None:
+            await ready.wait()
         started = time.monotonic()
         async with client.stream(
             "POST", f"{fake}/rest/sse/perplexity_ask", content=b"{}", headers=headers
@@ -129,6 +136,20 @@ async def through_pplxweb(
                 if os.environ.get("BENCH_DEBUG"):
                     print(message[-600:])
                 return seen
+
+
+def typical(runs: list[Timeline]) -> Timeline:
+    """The floor for many clients at once: each part's median arrival over all of them."""
+    base = Timeline(ok=True)
+    for part in runs[0].parts:
+        base.parts[part] = percentile([r.parts[part] for r in runs if part in r.parts], 0.5)
+    base.end = percentile([r.end for r in runs], 0.5)
+    return base
+
+
+async def floors(fake: str, count: int) -> list[Timeline]:
+    ready = asyncio.Barrier(count)
+    return await asyncio.gather(*(floor(fake, ready) for _ in range(count)))
 
 
 def first_over_floor(run: Timeline, base: Timeline) -> float:
@@ -250,7 +271,12 @@ def main() -> None:
                 return_exceptions=True,
             )
 
-        base = asyncio.run(floor(fake))
+        # the floor at 50: 50 bare clients at once (the fake and the clients share this machine)
+        single = asyncio.run(floor(fake))
+        crowd_floor = asyncio.run(floors(fake, len(cookies) - 1))
+        base = typical(crowd_floor)
+        floor_firsts = [(r.parts[min(r.parts)] - single.parts[min(r.parts)]) * 1000 for r in crowd_floor]
+        floor_parts = [(r.parts[p] - single.parts[p]) * 1000 for r in crowd_floor for p in r.parts]
         cpu_before, wall_before = cpu_seconds(server_proc.pid), time.monotonic()
         others_before = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid())
         spy = profile(server_proc.pid)
@@ -286,7 +312,10 @@ def main() -> None:
             ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
             ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
             ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
-            ("50 at once on one process (sockets open, then all ask at once), p50 / p95 in ms:", ""),
+            ("50 bare clients at once (the floor at 50), over one bare client, p50 / p95 in ms:", ""),
+            ("  first answer part", p50_95(floor_firsts)),
+            ("  every answer part", p50_95(floor_parts)),
+            ("50 at once through pplxweb on one process, over the floor at 50, p50 / p95 in ms:", ""),
             ("  first update over the floor", p50_95(crowd_firsts)),
             ("  added latency per update, after the first", p50_95(crowd_adds)),
             ("  update over the floor, start cost included", p50_95(crowd_raws)),
