@@ -42,7 +42,7 @@ os.environ.update(
     {
         "PPLXWEB_DATA_DIR": str(DATA),
         "DJANGO_SETTINGS_MODULE": "pplxweb.settings",
-        "PPLXWEB_IMPERSONATE": "off",
+        "PPLXWEB_IMPERSONATE": os.environ.get("PPLXWEB_IMPERSONATE", "off"),
     }
 )
 os.environ.pop("DATABASE_URL", None)
