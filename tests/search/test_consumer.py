@@ -407,3 +407,28 @@ async def test_a_slow_database_does_not_hold_the_stream(owner, alinked, upstream
     entry = await Entry.objects.aget()
     assert entry.status == "completed" and entry.answer == "".join(words(40))
     assert saves[-1] is True and False in saves  # progress was saved on the way, then the end
+
+
+async def test_a_failed_progress_save_is_logged_and_the_end_is_still_saved(
+    owner, alinked, upstream, monkeypatch, caplog
+):
+    from search import runner, services
+
+    save_run = services.save_run
+
+    def failing_progress(run, final):
+        if not final:
+            raise RuntimeError("disk full")
+        save_run(run, final)
+
+    monkeypatch.setattr(services, "save_run", failing_progress)
+    monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
+    serve(upstream, Paced(answer_stream(words(20)), pause=0.01))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "full disk"}))
+    await receive_until(comm, "status-completed")
+    await comm.disconnect()
+    entry = await Entry.objects.aget()
+    assert entry.status == "completed" and entry.answer == "".join(words(20))
+    failures = [r for r in caplog.records if "progress save for entry" in r.getMessage()]
+    assert failures and "disk full" in str(failures[0].exc_info[1])
