@@ -115,7 +115,8 @@ def start_search(user, question: str, options: AskOptions, thread_id: int | None
             runner=RUNNER,
             heartbeat=timezone.now(),
         )
-        Thread.objects.filter(pk=thread.pk).update(updated=timezone.now())
+        if thread_id:  # a follow-up moves its thread to the top (a new one was just created)
+            Thread.objects.filter(pk=thread.pk).update(updated=timezone.now())
     return entry
 
 

@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
-from search.models import Entry
+from search.models import Entry, Thread
 from tests.conftest import session_cookie_for
 from tests.search.conftest import Paced, answer_stream, serve, words
 
@@ -359,6 +359,10 @@ async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
         and params["read_write_token"] == "rw-1"
     )
     assert await Entry.objects.filter(thread_id=entry.thread_id).acount() == 2
+    # the follow-up moves the thread to the top of the history
+    follow_up = await Entry.objects.filter(thread_id=entry.thread_id).order_by("-pk").afirst()
+    thread = await Thread.objects.aget(pk=entry.thread_id)
+    assert thread.updated >= follow_up.created > thread.created
     await comm.disconnect()
 
 
