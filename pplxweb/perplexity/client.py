@@ -84,7 +84,7 @@ class PerplexityClient:
         self.account_id = account_id
         headers = {"User-Agent": user_agent} if user_agent else {}
         self._http = httpx.AsyncClient(
-            transport=transport or make_transport(impersonate),
+            transport=transport or make_transport(impersonate, keep=account_id),
             headers=headers,
             timeout=httpx.Timeout(
                 connect=self.timeouts.connect, read=self.timeouts.read_gap, write=10.0, pool=10.0

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import ssl
 import warnings
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,24 +32,44 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def make_transport(impersonate: str) -> httpx.AsyncBaseTransport:
+# Kept curl sessions, one per (event loop, fingerprint, Perplexity account): a search reuses the
+# connection (TCP, TLS, HTTP/2) of the account's last one instead of a new handshake. Per account,
+# so two accounts' requests never share a connection. No cookie crosses requests either: each
+# carries its own Cookie header, curl_cffi clears curl's cookie engine per request, and
+# `discard_cookies` keeps its jar empty.
+_kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+KEPT_TRANSFERS = 256  # per kept session; curl_cffi's default (10) would queue the 11th answer
+
+
+def make_transport(impersonate: str, keep: str = "") -> httpx.AsyncBaseTransport:
+    """`keep`: the Perplexity account whose kept connection to use (curl only; "" = a fresh one)."""
     if impersonate == "off":
         return httpx.AsyncHTTPTransport(retries=0, verify=_tls_context())
-    return CurlTransport(impersonate)
+    return CurlTransport(impersonate, keep=keep)
 
 
 class CurlTransport(httpx.AsyncBaseTransport):
     """An httpx transport that sends through curl_cffi with a browser's TLS fingerprint."""
 
-    def __init__(self, impersonate: str = "chrome") -> None:
+    def __init__(self, impersonate: str = "chrome", keep: str = "") -> None:
         self.impersonate = impersonate
+        self.keep = keep
         self._session: Any = None
 
     def _get_session(self) -> Any:
         if self._session is None:
             from curl_cffi.requests import AsyncSession
 
-            self._session = AsyncSession(impersonate=self.impersonate)
+            if not self.keep:
+                self._session = AsyncSession(impersonate=self.impersonate)
+            else:
+                sessions = _kept.setdefault(asyncio.get_running_loop(), {})
+                key = (self.impersonate, self.keep)
+                if key not in sessions:
+                    sessions[key] = AsyncSession(impersonate=self.impersonate, max_clients=KEPT_TRANSFERS)
+                self._session = sessions[key]
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -97,9 +118,9 @@ class CurlTransport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        if self._session is not None:
+        if self._session is not None and not self.keep:  # a kept session stays for the next one
             await self._session.close()
-            self._session = None
+        self._session = None
 
 
 class _CurlStream(httpx.AsyncByteStream):

@@ -224,8 +224,10 @@ def people(count: int) -> list[str]:
     cookies = []
     for n in range(count):
         user = get_user_model().objects.create_user(username=f"p{n}", password="x" * 12)
-        PerplexityAccount.objects.create(
-            user=user, session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}})
+        PerplexityAccount.objects.create(  # linked as by e-mail code: with Perplexity's account id
+            user=user,
+            session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}),
+            account_id=f"account-{n}",
         )
         client = Client(HTTP_HOST="localhost")
         client.force_login(user)

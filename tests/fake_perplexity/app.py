@@ -107,6 +107,7 @@ async def application(scope, receive, send) -> None:
                 "query": query,
                 "headers": headers,
                 "body": body.decode("utf-8", "replace"),
+                "peer": list(scope.get("client") or ()),  # which connection it came on
             }
         )
     handler = ROUTES.get((request.method, request.path), not_found)

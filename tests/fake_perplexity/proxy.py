@@ -2,7 +2,8 @@
 
     python -m tests.fake_perplexity.proxy LISTEN_PORT UPSTREAM_PORT
 
-It relays everything, except:
+It relays one exchange per connection (each response says `connection: close`), and all of
+it, except:
 - a response with the header `x-fake-reset: before` (the fake's `reset_before_status` fault):
   the client's socket is reset before any byte of it;
 - the comment `: fake-reset-here` in a response body (`reset_mid_stream`): what came before it
@@ -38,6 +39,13 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
         if line.lower().startswith(b"content-length:"):
             length = int(line.split(b":", 1)[1])
     return head + (await reader.readexactly(length) if length else b"")
+
+
+def one_exchange(head: bytes) -> bytes:
+    """The response head, telling the client to close the connection after it: pplxweb keeps
+    connections, and the relay checks only a connection's first request for its faults."""
+    lines = [line for line in head[:-4].split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join([*lines, b"connection: close"]) + b"\r\n\r\n"
 
 
 def held_back(chunk: bytes) -> int:
@@ -90,7 +98,7 @@ async def handle(client_reader, client_writer, upstream_port: int) -> None:
             reset(client_writer)
             up_writer.close()
             return
-        client_writer.write(head)
+        client_writer.write(one_exchange(head))
         await client_writer.drain()
         await asyncio.gather(pipe(up_reader, client_writer, limit), pipe(client_reader, up_writer))
     up_writer.close()

@@ -1,0 +1,72 @@
+"""Searches keep their connection to Perplexity: one curl session per account, reused, never
+shared between accounts. Against the fake on a real loopback socket (daphne), so the fake can
+tell connections apart by the client's port."""
+
+from __future__ import annotations
+
+import pytest
+
+from pplxweb.perplexity import cookies as jar
+from pplxweb.perplexity.client import PerplexityClient
+from pplxweb.perplexity.extract import extract
+from pplxweb.perplexity.request import AskRequest
+from tests.e2e.conftest import control, seen, start, stop
+from tests.fake_perplexity.app import TOKEN
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    import os
+
+    proc, port = start(
+        "tests.fake_perplexity.app:application", {**os.environ}, tmp_path_factory.mktemp("kept") / "fake.log"
+    )
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+
+
+async def ask(base: str, account: str, question: str) -> str:
+    cookies = {jar.SESSION_COOKIE: TOKEN}
+    async with PerplexityClient(base, base, impersonate="chrome", cookies=cookies, account_id=account) as c:
+        stream = c.ask(AskRequest(question))
+        async with stream:
+            async for _ in stream:
+                pass
+    return extract(stream.snapshot, ended=stream.ended).status
+
+
+async def test_one_accounts_searches_reuse_a_connection_and_another_account_gets_its_own(fake):
+    control(fake, ask={"pace": 0}, requests=[])
+    statuses = [await ask(fake, account, q) for account, q in (("a", "one"), ("a", "two"), ("b", "three"))]
+    assert statuses == ["completed"] * 3
+    peers = {r["body"]: tuple(r["peer"]) for r in seen(fake) if r["path"] == "/rest/sse/perplexity_ask"}
+    by_question = {
+        q: next(p for body, p in peers.items() if f'"{q}"' in body) for q in ("one", "two", "three")
+    }
+    assert by_question["one"] == by_question["two"] != by_question["three"]
+
+
+async def test_without_an_account_each_client_connects_afresh(fake):
+    control(fake, ask={"pace": 0}, requests=[])
+    assert [await ask(fake, "", q) for q in ("four", "five")] == ["completed"] * 2
+    peers = [tuple(r["peer"]) for r in seen(fake) if r["path"] == "/rest/sse/perplexity_ask"]
+    assert len(peers) == 2 and peers[0] != peers[1]
+
+
+async def test_a_stopped_answer_leaves_the_kept_session_working(fake):
+    """Stop mid-answer (the transfer is detached at once), then the same account asks again."""
+    import asyncio
+    import time
+
+    control(fake, ask={"pace": 0.05, "answer": ["word "] * 100}, requests=[])  # 5 s of answer
+    cookies = {jar.SESSION_COOKIE: TOKEN}
+    for _ in range(3):
+        async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="c") as c:
+            stream = c.ask(AskRequest("stopped"))
+            async with stream:
+                async for _snapshot in stream:
+                    stopped = time.monotonic()
+                    break  # the first snapshot, then Stop
+        assert time.monotonic() - stopped < 1.0  # closing does not wait for the answer's end
+    control(fake, ask={"pace": 0})
+    assert await asyncio.wait_for(ask(fake, "c", "after the stops"), 10) == "completed"
