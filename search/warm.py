@@ -32,6 +32,9 @@ def up() -> float:
         get_template(name)
     render_answer("**Warm** [1], https://example.org\n\n| a |\n|:-|\n| b |\n\n```python\nx = 1\n```\n", [])
     if settings.PERPLEXITY_IMPERSONATE == "off":
+        import anyio._backends._asyncio  # noqa: F401 - httpx's first connection imports these
+        import h11  # noqa: F401
+
         transport._tls_context()
     else:
         import curl_cffi.requests  # noqa: F401 - its first import takes a few hundred ms
