@@ -377,25 +377,32 @@ def test_many_answers_in_one_process_share_an_update_budget():
     assert runner.update_every() == runner.UPDATE_EVERY  # no answer is running in this test
 
 
+def progress_saves(monkeypatch, before_progress) -> list[bool]:
+    """Runs save progress every 50 ms, calling `before_progress` on the database thread before
+    each progress save; returns the list of saves made (True for the final one)."""
+    from search import runner, services
+
+    saves: list[bool] = []
+    save_run = services.save_run
+
+    def save(run, final):
+        saves.append(final)
+        if not final:
+            before_progress()
+        save_run(run, final)
+
+    monkeypatch.setattr(services, "save_run", save)
+    monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
+    return saves
+
+
 async def test_a_slow_database_does_not_hold_the_stream(owner, alinked, upstream, monkeypatch):
     """Progress saves go beside the stream: with each one taking 0.4 s (the database thread
     busy with other people's starts), the words still arrive on time, and the final save,
     which waits for the one in flight, keeps the whole answer."""
     import time as time_module
 
-    from search import runner, services
-
-    saves: list[bool] = []
-    save_run = services.save_run
-
-    def slow_save(run, final):
-        saves.append(final)
-        if not final:
-            time_module.sleep(0.4)
-        save_run(run, final)
-
-    monkeypatch.setattr(services, "save_run", slow_save)
-    monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
+    saves = progress_saves(monkeypatch, lambda: time_module.sleep(0.4))
     serve(upstream, Paced(answer_stream(words(40)), pause=0.01))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "slow disk"}))
@@ -416,17 +423,10 @@ async def test_a_slow_database_does_not_hold_the_stream(owner, alinked, upstream
 async def test_a_failed_progress_save_is_logged_and_the_end_is_still_saved(
     owner, alinked, upstream, monkeypatch, caplog
 ):
-    from search import runner, services
+    def disk_full():
+        raise RuntimeError("disk full")
 
-    save_run = services.save_run
-
-    def failing_progress(run, final):
-        if not final:
-            raise RuntimeError("disk full")
-        save_run(run, final)
-
-    monkeypatch.setattr(services, "save_run", failing_progress)
-    monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
+    progress_saves(monkeypatch, disk_full)
     serve(upstream, Paced(answer_stream(words(20)), pause=0.01))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "full disk"}))
