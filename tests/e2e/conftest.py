@@ -45,8 +45,9 @@ def wait_for(proc: subprocess.Popen, port: int, log: Path) -> None:
     raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
 
 
-def start(app: str, env: dict, log: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
+def start(app: str, env: dict, log: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
+    """daphne serving `app` on `port` (a free one by default), once it accepts connections."""
+    port = port or free_port()
     handle = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],

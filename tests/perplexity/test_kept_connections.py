@@ -4,6 +4,8 @@ tell connections apart by the client's port."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pplxweb.perplexity import cookies as jar
@@ -16,8 +18,6 @@ from tests.fake_perplexity.app import TOKEN
 
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
-    import os
-
     proc, port = start(
         "tests.fake_perplexity.app:application", {**os.environ}, tmp_path_factory.mktemp("kept") / "fake.log"
     )
@@ -70,3 +70,24 @@ async def test_a_stopped_answer_leaves_the_kept_session_working(fake):
         assert time.monotonic() - stopped < 1.0  # closing does not wait for the answer's end
     control(fake, ask={"pace": 0})
     assert await asyncio.wait_for(ask(fake, "c", "after the stops"), 10) == "completed"
+
+
+async def test_a_kept_connection_that_died_meanwhile_is_replaced(tmp_path):
+    """The server closed the kept connection between two searches (a restart, an idle timeout):
+    the next search connects again instead of failing."""
+    log = tmp_path / "fake.log"
+    proc, port = start("tests.fake_perplexity.app:application", {**os.environ}, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        control(base, ask={"pace": 0})
+        assert await ask(base, "e", "before the restart") == "completed"
+    finally:
+        stop(proc)  # every connection to it is gone now
+    proc, _ = start(
+        "tests.fake_perplexity.app:application", {**os.environ}, tmp_path / "again.log", port=port
+    )
+    try:
+        control(base, ask={"pace": 0}, requests=[])
+        assert await ask(base, "e", "after the restart") == "completed"
+    finally:
+        stop(proc)
