@@ -3,13 +3,11 @@ quick as the next (it used to pay 0.2-0.5 s for imports, templates and the markd
 
 from __future__ import annotations
 
-import logging
 import time
 
 from django.conf import settings
 from django.template.loader import get_template
 
-log = logging.getLogger(__name__)
 TEMPLATES = [
     "search/entry.html",
     "search/new_entry_fragment.html",
@@ -31,11 +29,5 @@ def up() -> float:
     for name in TEMPLATES:
         get_template(name)
     render_answer("**Warm** [1], https://example.org\n\n| a |\n|:-|\n| b |\n\n```python\nx = 1\n```\n", [])
-    if settings.PERPLEXITY_IMPERSONATE == "off":
-        import anyio._backends._asyncio  # noqa: F401 - httpx's first connection imports these
-        import h11  # noqa: F401
-
-        transport._tls_context()
-    else:
-        import curl_cffi.requests  # noqa: F401 - its first import takes a few hundred ms
+    transport.load(settings.PERPLEXITY_IMPERSONATE)
     return time.monotonic() - started

@@ -43,6 +43,18 @@ _kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str]
 KEPT_TRANSFERS = 256  # per kept session; curl_cffi's default (10) would queue the 11th answer
 
 
+def load(impersonate: str) -> None:
+    """Import and build now what a transport's first request would (a server start calls this,
+    so the first search does not pay a few hundred ms for it)."""
+    if impersonate == "off":
+        import anyio._backends._asyncio  # noqa: F401 - httpx's first connection imports these
+        import h11  # noqa: F401
+
+        _tls_context()
+    else:
+        import curl_cffi.requests  # noqa: F401
+
+
 def make_transport(impersonate: str, keep: str = "") -> httpx.AsyncBaseTransport:
     """`keep`: the Perplexity account whose kept connection to use (curl only; "" = a fresh one)."""
     if impersonate == "off":

@@ -186,6 +186,17 @@ def end_over_floor(run: Timeline, base: Timeline) -> float:
     return (run.end - base.end) * 1000 - first_over_floor(run, base)
 
 
+def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
+    """The latency lists for searches through pplxweb, each with its floor."""
+    out: dict[str, list[float]] = {"firsts": [], "adds": [], "raws": [], "parts": []}
+    for run, base in pairs:
+        out["firsts"].append(first_over_floor(run, base))
+        out["adds"] += added_latency(run, base)
+        out["raws"] += raw_latency(run, base)
+        out["parts"] += part_latency(run, base)
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -246,7 +257,7 @@ def main() -> None:
     server = f"http://127.0.0.1:{server_port}"
     try:
         control(fake, ask={"answer": answer(), "pace": PACE})
-        firsts, adds, raws, parts, ends, cpus, ratios = [], [], [], [], [], [], []
+        pairs, ends, cpus, ratios = [], [], [], []
         from search.render import render_answer
 
         html_size = len(render_answer("".join(answer())).encode())
@@ -259,10 +270,7 @@ def main() -> None:
             run = asyncio.run(through_pplxweb(server, cookies[0], f"one {round_}"))
             cpus.append(cpu_seconds(server_proc.pid) - cpu_before)
             assert run.ok, "the single search did not complete"
-            firsts.append(first_over_floor(run, base))
-            adds += added_latency(run, base)
-            raws += raw_latency(run, base)
-            parts += part_latency(run, base)
+            pairs.append((run, base))
             ends.append(end_over_floor(run, base))
             ratios.append(run.bytes / html_size)
 
@@ -290,10 +298,7 @@ def main() -> None:
         others_cpu = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid()) - others_before
         done = [r for r in results if not isinstance(r, BaseException) and r.ok]
         errors = len(results) - len(done)
-        crowd_firsts = [first_over_floor(r, base) for r in done]
-        crowd_adds = [a for r in done for a in added_latency(r, base)]
-        crowd_raws = [a for r in done for a in raw_latency(r, base)]
-        crowd_parts = [a for r in done for a in part_latency(r, base)]
+        one, many = figures(pairs), figures([(r, base) for r in done])
         import django  # noqa: F401 - set up in people()
 
         from search.models import Entry
@@ -306,10 +311,10 @@ def main() -> None:
         rows = [
             ("first search after the server started: first update over the floor (ms)", f"{cold:.1f}"),
             (f"one search ({ROUNDS} warm rounds), p50 / p95 in ms:", ""),
-            ("  first update over the floor", p50_95(firsts)),
-            ("  added latency per update, after the first", p50_95(adds)),
-            ("  update over the floor, start cost included", p50_95(raws)),
-            ("  every answer part: shown over the floor, with start and cadence", p50_95(parts)),
+            ("  first update over the floor", p50_95(one["firsts"])),
+            ("  added latency per update, after the first", p50_95(one["adds"])),
+            ("  update over the floor, start cost included", p50_95(one["raws"])),
+            ("  every answer part: shown over the floor, with start and cadence", p50_95(one["parts"])),
             ("  upstream end -> shown completed", p50_95(ends)),
             ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
             ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
@@ -318,10 +323,10 @@ def main() -> None:
             ("  first answer part", p50_95(floor_firsts)),
             ("  every answer part", p50_95(floor_parts)),
             ("50 at once through pplxweb on one process, over the floor at 50, p50 / p95 in ms:", ""),
-            ("  first update over the floor", p50_95(crowd_firsts)),
-            ("  added latency per update, after the first", p50_95(crowd_adds)),
-            ("  update over the floor, start cost included", p50_95(crowd_raws)),
-            ("  every answer part: shown over the floor, with start and cadence", p50_95(crowd_parts)),
+            ("  first update over the floor", p50_95(many["firsts"])),
+            ("  added latency per update, after the first", p50_95(many["adds"])),
+            ("  update over the floor, start cost included", p50_95(many["raws"])),
+            ("  every answer part: shown over the floor, with start and cadence", p50_95(many["parts"])),
             ("  server CPU seconds, all 50 / wall seconds", f"{crowd_cpu:.1f} / {crowd_wall:.1f}"),
             ("  the fake's and the 50 clients' CPU seconds (same machine)", f"{others_cpu:.1f}"),
             ("  errors", str(errors)),
