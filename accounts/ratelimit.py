@@ -55,10 +55,15 @@ def take(scope: str, value: str, capacity: int, period: timedelta, cost: float =
     """Take `cost` tokens from the bucket (scope, value); refuse with the wait when empty."""
     now = timezone.now()
     rate = capacity / period.total_seconds()
-    with transaction.atomic():
-        bucket, created = TokenBucket.objects.select_for_update().get_or_create(
-            key=_key(scope, value), defaults={"tokens": float(capacity), "updated": now}
-        )
+    key = _key(scope, value)
+    # no savepoint of its own: a caller's transaction (a search start) ends as a whole anyway
+    with transaction.atomic(savepoint=False):
+        bucket = TokenBucket.objects.select_for_update().filter(key=key).first()
+        created = bucket is None
+        if created:  # a first attempt: get_or_create copes with another process creating it too
+            bucket, created = TokenBucket.objects.select_for_update().get_or_create(
+                key=key, defaults={"tokens": float(capacity), "updated": now}
+            )
         tokens = float(capacity) if created else _refilled(bucket, capacity, period, now)
         if tokens < cost:
             return Verdict(False, max(1, math.ceil((cost - tokens) / rate)))

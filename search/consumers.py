@@ -6,6 +6,7 @@ with the same SearchForm as the HTTP path, and the run itself is a task that out
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -15,8 +16,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
+from accounts.services import catalogue
 from search import runner, services
-from search.display import entry_html, new_entry_fragment
+from search.display import catalogue_models, entry_html, new_entry_fragment
 from search.forms import SearchForm
 from search.models import Entry
 
@@ -77,13 +79,22 @@ class SearchConsumer(AsyncWebsocketConsumer):
         if isinstance(prepared, str):
             await self.error(prepared)
             return
-        entry, request, html, preloaded = prepared
+        entry, request, preloaded = prepared
         await self.follow(entry.pk)
-        await self.send(text_data=html)
         runner.launch(entry, self.user, request, **preloaded)
+        # Let the run send its upstream request, then render the new entry while that connects.
+        # The run's updates reach this socket through the group, and a consumer handles one
+        # message at a time, so the new entry still arrives before them. Rendering it needs no
+        # database: a new entry has no related rows to read.
+        await asyncio.sleep(0)
+        await self.send(text_data=new_entry_fragment(entry))
 
     def _prepare(self, data: QueryDict):
-        form = SearchForm(data)  # its model choices come from the database
+        # One trip to the database thread for everything a search start needs: each trip is a
+        # thread hop, and at 50 starts at once they queue. The catalogue is read once for the
+        # form's model choices and the run's model names.
+        models = catalogue()
+        form = SearchForm(data, catalogue=models)
         if not form.is_valid():
             return " ".join(str(e) for errors in form.errors.values() for e in errors)
         try:
@@ -97,10 +108,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return exc.message
         except Http404:
             return "That conversation was not found."
-        # one trip to the database thread for everything a search start needs (each trip is a
-        # thread hop; at 50 starts at once they queue)
         request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
-        return entry, request, new_entry_fragment(entry), services.preload(self.user)
+        return entry, request, services.preload(self.user, catalogue_models(models))
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)

@@ -8,10 +8,11 @@ from search.models import Entry
 from search.render import render_answer, render_sources
 
 
-def catalogue_models() -> dict:
+def catalogue_models(data: dict | None = None) -> dict:
+    """The models of the catalogue (`data`, else the newest)."""
     from accounts.services import catalogue
 
-    models = catalogue().get("models")
+    models = (catalogue() if data is None else data).get("models")
     return models if isinstance(models, dict) else {}
 
 

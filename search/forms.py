@@ -75,9 +75,10 @@ class SearchForm(forms.Form):
     )
     incognito = forms.BooleanField(label="Incognito", required=False)
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, catalogue: dict | None = None, **kwargs) -> None:
+        """`catalogue`: the model catalogue when the caller has read it already (else it is read)."""
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [(c.slug, c.label) for c in model_choices()]
+        self.fields["model"].choices = [(c.slug, c.label) for c in model_choices(catalogue)]
 
     def clean_q(self) -> str:
         question = self.cleaned_data["q"]

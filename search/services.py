@@ -210,16 +210,17 @@ def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
     return AskRequest(entry.question, options, follow_up)
 
 
-def run_needs(user) -> tuple[dict, Credential]:
-    """The model catalogue (for names) and the credential a run searches with."""
-    return catalogue_models(), credentials_for(user)
+def run_needs(user, models: dict | None = None) -> tuple[dict, Credential]:
+    """The model catalogue's models (for names; read unless given) and the credential a run
+    searches with."""
+    return catalogue_models() if models is None else models, credentials_for(user)
 
 
-def preload(user) -> dict:
+def preload(user, models: dict | None = None) -> dict:
     """What a run needs from the database, read by a caller already on the database thread
     (`launch(..., **preload(user))`); a missing credential is left for the run to report."""
     try:
-        models, credential = run_needs(user)
+        models, credential = run_needs(user, models)
     except NoCredential:
         return {}
     return {"models": models, "credential": credential}

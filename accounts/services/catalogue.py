@@ -63,9 +63,23 @@ def save_catalogue(data: dict) -> None:
     ModelCatalogue.objects.create(data=data, fetched_at=timezone.now())
 
 
+# the choices of the newest catalogue, worked out once per catalogue (the search form wants them
+# at every search): (the catalogue they came from, the choices)
+_choices: tuple[dict, list[ModelChoice]] | None = None
+
+
 def model_choices(data: dict | None = None) -> list[ModelChoice]:
     """Search models a person can pick: Best, then each picker slot (and its thinking twin)."""
+    global _choices
     data = data or catalogue()
+    if _choices is not None and _choices[0] is data:
+        return list(_choices[1])
+    choices = _model_choices(data)
+    _choices = (data, choices)
+    return list(choices)
+
+
+def _model_choices(data: dict) -> list[ModelChoice]:
     models = data.get("models") if isinstance(data.get("models"), dict) else {}
     slots = data.get("config") or data.get("search_config") or []
     choices = [ModelChoice(BEST, "Best (Perplexity picks)", "pro")]

@@ -371,3 +371,20 @@ def test_the_raw_token_is_not_in_the_database_file_nor_the_logs(owner_client, ow
     assert len(data) > 0
     assert b"SECRET-SESSION-TOKEN" not in data
     assert PerplexityAccount.objects.get(user=owner).linked  # and it is there, encrypted
+
+
+@pytest.mark.django_db
+def test_model_choices_follow_a_new_catalogue_and_are_the_callers_own():
+    from accounts.services.catalogue import save_catalogue
+
+    def catalogue(label: str) -> dict:
+        slot = {"label": label, "non_reasoning_model": "m1", "subscription_tier": "pro"}
+        return {"models": {"m1": {"label": label, "mode": "search"}}, "config": [slot]}
+
+    save_catalogue(catalogue("First"))
+    choices = services.model_choices()
+    assert [c.label for c in choices][1:] == ["First"]
+    choices.clear()  # a caller's list: the next caller still gets them all
+    assert [c.label for c in services.model_choices()][1:] == ["First"]
+    save_catalogue(catalogue("Second"))  # worked out again for a new catalogue
+    assert [c.label for c in services.model_choices()][1:] == ["Second"]

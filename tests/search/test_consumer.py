@@ -66,6 +66,28 @@ async def test_a_question_streams_in_and_is_saved(owner, alinked, upstream):
     await comm.disconnect()
 
 
+@pytest.mark.parametrize(
+    "response, status",
+    [
+        (Paced(answer_stream(["At once."]), pause=0), "completed"),
+        (httpx.Response(500, text="oops"), "failed"),
+    ],
+    ids=["answer", "failure"],
+)
+async def test_the_new_entry_arrives_before_its_first_update_however_fast(
+    owner, alinked, upstream, response, status
+):
+    # the run starts before the socket sends the new entry: an upstream that answers (or fails)
+    # at once must still find the entry on the page first
+    serve(upstream, response)
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "quick"}))
+    messages = await receive_until(comm, f"status-{status}")
+    assert 'id="entries" hx-swap-oob="beforeend"' in messages[0]
+    assert not any('id="entries"' in m for m in messages[1:])
+    await comm.disconnect()
+
+
 async def test_upstream_text_is_escaped_in_every_fragment(owner, alinked, upstream):
     events = answer_stream(["<script>alert(1)</script> ", "<img src=x onerror=alert(1)>"])
     events[1]["blocks"][0]["web_result_block"]["web_results"][0].update(
