@@ -147,7 +147,7 @@ if ENV.get("REDIS_URL", "").strip():
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "pplxweb.layers.InMemoryChannelLayer"}}
 
 # --- people ------------------------------------------------------------------------------------
 

@@ -195,3 +195,34 @@ def test_lone_surrogates_from_json_escapes_do_not_break_rendering():
     html = render_answer("broken \ud800 text", [{"title": "t\udfff", "url": "https://x.example"}])
     assert "broken ? text" in html
     assert "t?" in render_sources([{"title": "t\udfff", "url": "https://x.example"}])
+
+
+PIECES = [*"ab.:/@ 1wWlocahstLOCAHST-_>|\n\u3002", "com", "org", "рф", "localhost", "www.", "io", "http"]
+LINKY = st.lists(st.sampled_from(PIECES), max_size=20).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(LINKY, st.text(max_size=40)))
+def test_the_quick_link_check_never_hides_a_link(text):
+    # the quick check in front of linkify-it's pretest may only skip text its pretest rejects
+    from linkify_it import LinkifyIt
+
+    from search.render import _Linkify
+
+    assert _Linkify().pretest(text) == LinkifyIt().pretest(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see example.com, https://x.org/a?b=1 and a@b.io",
+        "www.example.com and //cdn.example.net/x and mailto:me@example.com",
+        "localhost:8000, 10.0.0.1:80 and пример.рф",
+        "Version 3.5 is out. No link here: none at all.",
+    ],
+)
+def test_links_in_answers_are_found_as_before(text):
+    from markdown_it import MarkdownIt
+
+    plain = MarkdownIt("js-default", {"linkify": True}).enable(["table", "strikethrough"])
+    assert render_answer(text).count("<a ") == plain.render(text).count("<a ")
