@@ -44,13 +44,14 @@ def catalogue() -> dict:
     newest = _newest()
     if newest is None:
         return _fallback()
-    if newest not in _decoded:
+    data = _decoded.get(newest)  # one lookup: another thread may clear it between two
+    if data is None:
         data = ModelCatalogue.objects.filter(pk=newest[0]).values_list("data", flat=True).first()
         if data is None:  # replaced meanwhile
             return catalogue()
         _decoded.clear()
         _decoded[newest] = data
-    return _decoded[newest]
+    return data
 
 
 def stale() -> bool:
@@ -72,8 +73,9 @@ def model_choices(data: dict | None = None) -> list[ModelChoice]:
     """Search models a person can pick: Best, then each picker slot (and its thinking twin)."""
     global _choices
     data = data or catalogue()
-    if _choices is not None and _choices[0] is data:
-        return list(_choices[1])
+    memo = _choices  # read once: another thread may replace it meanwhile
+    if memo is not None and memo[0] is data:
+        return list(memo[1])
     choices = _model_choices(data)
     _choices = (data, choices)
     return list(choices)

@@ -388,3 +388,26 @@ def test_model_choices_follow_a_new_catalogue_and_are_the_callers_own():
     assert [c.label for c in services.model_choices()][1:] == ["First"]
     save_catalogue(catalogue("Second"))  # worked out again for a new catalogue
     assert [c.label for c in services.model_choices()][1:] == ["Second"]
+
+
+@pytest.mark.django_db
+def test_the_catalogue_is_read_once_from_its_cache(monkeypatch):
+    # another thread can clear the decoded-catalogue cache between a check and a read; the
+    # lookup must be one step (this cache answers "yes, it is here" and then loses it)
+    import importlib
+
+    module = importlib.import_module(
+        "accounts.services.catalogue"
+    )  # the package exports a function of that name
+
+    class Cleared(dict):
+        def __contains__(self, key):
+            return True
+
+        def __getitem__(self, key):
+            raise KeyError(key)
+
+    module.save_catalogue({"models": {"m1": {"label": "One", "mode": "search"}}, "config": []})
+    cache = Cleared()
+    monkeypatch.setattr(module, "_decoded", cache)
+    assert module.catalogue()["models"]["m1"]["label"] == "One"
