@@ -58,10 +58,10 @@ def take(scope: str, value: str, capacity: int, period: timedelta, cost: float =
     key = _key(scope, value)
     # no savepoint of its own: a caller's transaction (a search start) ends as a whole anyway
     with transaction.atomic(savepoint=False):
-        bucket = TokenBucket.objects.select_for_update().filter(key=key).first()
-        created = bucket is None
-        if created:  # a first attempt: get_or_create copes with another process creating it too
-            bucket, created = TokenBucket.objects.select_for_update().get_or_create(
+        buckets = TokenBucket.objects.select_for_update()
+        bucket, created = buckets.filter(key=key).first(), False
+        if bucket is None:  # a first attempt: get_or_create copes with another process creating it too
+            bucket, created = buckets.get_or_create(
                 key=key, defaults={"tokens": float(capacity), "updated": now}
             )
         tokens = float(capacity) if created else _refilled(bucket, capacity, period, now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -25,3 +26,9 @@ application = ProtocolTypeRouter(
 )
 
 warm.up()  # the first search after a restart should be as quick as the next
+
+# The ~100,000 objects loaded by now live as long as the process. Python's full collection
+# walked them all, pausing every running answer at once for ~70 ms now and then; frozen, it
+# walks only what came later (13-22 ms at 50 answers at once). Start-up's own garbage goes first.
+gc.collect()
+gc.freeze()

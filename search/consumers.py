@@ -93,8 +93,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
         # One trip to the database thread for everything a search start needs: each trip is a
         # thread hop, and at 50 starts at once they queue. The catalogue is read once for the
         # form's model choices and the run's model names.
-        models = catalogue()
-        form = SearchForm(data, catalogue=models)
+        current = catalogue()
+        form = SearchForm(data, catalogue=current)
         if not form.is_valid():
             return " ".join(str(e) for errors in form.errors.values() for e in errors)
         try:
@@ -109,7 +109,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
         except Http404:
             return "That conversation was not found."
         request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
-        return entry, request, services.preload(self.user, catalogue_models(models))
+        return entry, request, services.preload(self.user, catalogue_models(current))
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)

@@ -6,6 +6,7 @@ import asyncio
 import os
 
 import pytest
+from channels.layers import InMemoryChannelLayer as ChannelsLayer
 
 from pplxweb.layers import InMemoryChannelLayer
 
@@ -42,10 +43,8 @@ async def test_a_full_member_misses_the_message_and_the_others_get_it():
 async def test_expired_messages_and_memberships_are_swept_at_most_once_a_second(monkeypatch):
     layer = InMemoryChannelLayer(expiry=0.01, group_expiry=1)
     sweeps = []
-    original = type(layer).__mro__[1]._clean_expired
-    monkeypatch.setattr(
-        type(layer).__mro__[1], "_clean_expired", lambda self: sweeps.append(1) or original(self)
-    )
+    walk = ChannelsLayer._clean_expired
+    monkeypatch.setattr(ChannelsLayer, "_clean_expired", lambda self: sweeps.append(1) or walk(self))
     gone, alive = await layer.new_channel(), await layer.new_channel()
     await layer.group_add("entry-1", gone)
     await layer.group_add("entry-2", alive)

@@ -39,15 +39,24 @@ async def receive_until(comm, needle: str, timeout: float = 5.0) -> list[str]:
                 return messages
 
 
+async def ask(user, message: dict, until: str, timeout: float = 5.0) -> list[str]:
+    """Send one message on a fresh socket; the messages up to the one containing `until`."""
+    comm = await connect(user)
+    await comm.send_to(text_data=json.dumps(message))
+    messages = await receive_until(comm, until, timeout)
+    await comm.disconnect()
+    return messages
+
+
 async def entry_status(pk: int) -> str:
     return (await Entry.objects.aget(pk=pk)).status
 
 
 async def test_a_question_streams_in_and_is_saved(owner, alinked, upstream):
     route = serve(upstream, Paced(answer_stream(["Hello ", "**world** [1]"], sources=2)))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "  what is x?  ", "HEADERS": {"HX-Request": "true"}}))
-    messages = await receive_until(comm, "status-completed")
+    messages = await ask(
+        owner, {"q": "  what is x?  ", "HEADERS": {"HX-Request": "true"}}, "status-completed"
+    )
     joined = "".join(messages)
     assert 'id="entries" hx-swap-oob="beforeend"' in messages[0]  # the entry shows at once
     assert "what is x?" in messages[0]
@@ -63,7 +72,6 @@ async def test_a_question_streams_in_and_is_saved(owner, alinked, upstream):
     sent = json.loads(route.calls.last.request.content)
     assert sent["query_str"] == "what is x?" and sent["params"]["is_incognito"] is True
     assert "LIVE-SEARCH-TOKEN" in route.calls.last.request.headers["cookie"]
-    await comm.disconnect()
 
 
 @pytest.mark.parametrize(
@@ -80,12 +88,9 @@ async def test_the_new_entry_arrives_before_its_first_update_however_fast(
     # the run starts before the socket sends the new entry: an upstream that answers (or fails)
     # at once must still find the entry on the page first
     serve(upstream, response)
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "quick"}))
-    messages = await receive_until(comm, f"status-{status}")
+    messages = await ask(owner, {"q": "quick"}, f"status-{status}")
     assert 'id="entries" hx-swap-oob="beforeend"' in messages[0]
     assert not any('id="entries"' in m for m in messages[1:])
-    await comm.disconnect()
 
 
 async def test_upstream_text_is_escaped_in_every_fragment(owner, alinked, upstream):
@@ -95,20 +100,15 @@ async def test_upstream_text_is_escaped_in_every_fragment(owner, alinked, upstre
     )
     events[-1]["related_queries"] = ["<script>r</script>"]
     serve(upstream, Paced(events))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "<i>question</i>"}))
-    joined = "".join(await receive_until(comm, "status-completed"))
+    joined = "".join(await ask(owner, {"q": "<i>question</i>"}, "status-completed"))
     assert "<script>" not in joined and "<img" not in joined and "<b onmouseover" not in joined
     assert "javascript:" not in joined
     assert "&lt;i&gt;question&lt;/i&gt;" in joined
-    await comm.disconnect()
 
 
 async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
     serve(upstream, Paced(answer_stream(words(120)), pause=0.005))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "long"}))
-    joined = "".join(await receive_until(comm, "status-completed", timeout=10))
+    joined = "".join(await ask(owner, {"q": "long"}, "status-completed", timeout=10))
     blocks = "".join(
         re.findall(r'<div id="entry-\d+-blocks" hx-swap-oob="beforeend">(.*?)</div>', joined, re.S)
     )
@@ -118,7 +118,6 @@ async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
     assert blocks.index("word19</p>") < blocks.index("word39</p>") < blocks.index("word119</p>")
     entry = await Entry.objects.aget()
     assert entry.answer == "".join(words(120))
-    await comm.disconnect()
 
 
 async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, alinked, upstream):
@@ -175,10 +174,7 @@ async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstr
 
 async def test_closing_the_tab_does_not_stop_the_run(owner, alinked, upstream):
     serve(upstream, Paced(answer_stream(words(30)), pause=0.02))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "keep going"}))
-    await receive_until(comm, "entries")
-    await comm.disconnect()
+    await ask(owner, {"q": "keep going"}, "entries")
     entry = await Entry.objects.aget()
     for _ in range(100):
         if await entry_status(entry.pk) != "running":
@@ -260,42 +256,30 @@ async def test_each_upstream_failure_ends_in_its_sentence_and_status(
     owner, alinked, upstream, response, status, sentence
 ):
     serve(upstream, response)
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "fail"}))
-    joined = "".join(await receive_until(comm, f"status-{status}"))
+    joined = "".join(await ask(owner, {"q": "fail"}, f"status-{status}"))
     assert sentence in joined
     entry = await Entry.objects.aget()
     assert entry.status == status and sentence in entry.error
-    await comm.disconnect()
 
 
 async def test_auth_failure_marks_the_link(owner, alinked, upstream):
     serve(upstream, httpx.Response(401))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "x"}))
-    await receive_until(comm, "status-failed")
+    await ask(owner, {"q": "x"}, "status-failed")
     account = await PerplexityAccount.objects.aget(user=owner)
     assert account.status == "needs_attention"
-    await comm.disconnect()
 
 
 async def test_turbo_answering_another_model_warns(owner, alinked, upstream):
     serve(upstream, Paced(answer_stream(["x"], model="turbo")))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "x", "model": "pplx_pro"}))
-    joined = "".join(await receive_until(comm, "status-completed"))
+    joined = "".join(await ask(owner, {"q": "x", "model": "pplx_pro"}, "status-completed"))
     assert "the linked session may have expired" in joined
     entry = await Entry.objects.aget()
     assert entry.downgraded and entry.status == "completed"
-    await comm.disconnect()
 
 
 async def test_no_link_at_all_says_what_to_do(owner, upstream):
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "x"}))
-    joined = "".join(await receive_until(comm, "status-failed"))
+    joined = "".join(await ask(owner, {"q": "x"}, "status-failed"))
     assert "Link your Perplexity account in Settings first" in joined
-    await comm.disconnect()
 
 
 @pytest.mark.parametrize(
@@ -350,9 +334,7 @@ async def test_at_most_two_running_searches(owner, alinked, upstream):
 
 async def test_another_persons_thread_is_not_found(owner, member, alinked, upstream):
     serve(upstream, Paced(answer_stream(["mine"])))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "private"}))
-    await receive_until(comm, "status-completed")
+    await ask(owner, {"q": "private"}, "status-completed")
     entry = await Entry.objects.aget()
     other = await connect(member, f"/ws/search/?thread={entry.thread_id}")
     reply = await other.receive_from(timeout=5)
@@ -361,7 +343,6 @@ async def test_another_persons_thread_is_not_found(owner, member, alinked, upstr
     assert "not found" in await other.receive_from(timeout=5)
     await other.send_to(text_data=json.dumps({"action": "stop", "entry": entry.pk}))
     assert "not found" in await other.receive_from(timeout=5)
-    await comm.disconnect()
     await other.disconnect()
 
 
@@ -450,10 +431,7 @@ async def test_a_failed_progress_save_is_logged_and_the_end_is_still_saved(
 
     progress_saves(monkeypatch, disk_full)
     serve(upstream, Paced(answer_stream(words(20)), pause=0.01))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "full disk"}))
-    await receive_until(comm, "status-completed")
-    await comm.disconnect()
+    await ask(owner, {"q": "full disk"}, "status-completed")
     entry = await Entry.objects.aget()
     assert entry.status == "completed" and entry.answer == "".join(words(20))
     failures = [r for r in caplog.records if "progress save for entry" in r.getMessage()]
