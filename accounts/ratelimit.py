@@ -53,23 +53,65 @@ def _refilled(bucket: TokenBucket, capacity: int, period: timedelta, now) -> flo
 
 def take(scope: str, value: str, capacity: int, period: timedelta, cost: float = 1.0) -> Verdict:
     """Take `cost` tokens from the bucket (scope, value); refuse with the wait when empty."""
-    now = timezone.now()
-    rate = capacity / period.total_seconds()
-    key = _key(scope, value)
-    # no savepoint of its own: a caller's transaction (a search start) ends as a whole anyway
+    # no savepoint of its own: a caller's transaction ends as a whole anyway
     with transaction.atomic(savepoint=False):
+        held = Held(scope, [value], capacity, period)
+        verdict = held.verdict(value, cost)
+        if verdict.allowed:
+            held.take(value, cost)
+            held.save()
+    return verdict
+
+
+class Held:
+    """The buckets of several values of one scope, read and locked until the caller's transaction
+    ends, so that many attempts can be judged in memory one after another and written back in one
+    statement (a burst of search starts). Use inside transaction.atomic()."""
+
+    def __init__(self, scope: str, values: list[str], capacity: int, period: timedelta) -> None:
+        self.now = timezone.now()
+        self.rate = capacity / period.total_seconds()
+        self.keys = {value: _key(scope, value) for value in values}
+        # sorted, so two processes locking overlapping sets cannot deadlock
         buckets = TokenBucket.objects.select_for_update()
-        bucket, created = buckets.filter(key=key).first(), False
-        if bucket is None:  # a first attempt: get_or_create copes with another process creating it too
-            bucket, created = buckets.get_or_create(
-                key=key, defaults={"tokens": float(capacity), "updated": now}
+        wanted = sorted(set(self.keys.values()))
+        self.buckets = {b.key: b for b in buckets.filter(key__in=wanted).order_by("key")}
+        self.tokens = {key: _refilled(b, capacity, period, self.now) for key, b in self.buckets.items()}
+        for key in wanted:
+            if key not in self.buckets:  # a first attempt: get_or_create copes with another process too
+                bucket, created = buckets.get_or_create(
+                    key=key, defaults={"tokens": float(capacity), "updated": self.now}
+                )
+                self.buckets[key] = bucket
+                self.tokens[key] = (
+                    float(capacity) if created else _refilled(bucket, capacity, period, self.now)
+                )
+        self.taken: set[str] = set()
+
+    def verdict(self, value: str, cost: float = 1.0) -> Verdict:
+        """Whether `cost` tokens are there for `value` now, without taking them."""
+        tokens = self.tokens[self.keys[value]]
+        if tokens >= cost:
+            return Verdict(True, 0)
+        return Verdict(False, max(1, math.ceil((cost - tokens) / self.rate)))
+
+    def take(self, value: str, cost: float = 1.0) -> None:
+        key = self.keys[value]
+        self.tokens[key] -= cost
+        self.taken.add(key)
+
+    def save(self) -> None:
+        """Write back the buckets tokens were taken from."""
+        changed = [self.buckets[key] for key in sorted(self.taken)]
+        for bucket in changed:
+            bucket.tokens, bucket.updated = self.tokens[bucket.key], self.now
+        if len(changed) == 1:
+            changed[0].save(update_fields=["tokens", "updated"])
+        elif changed:  # one statement; the rows exist and are locked, so the insert always updates
+            TokenBucket.objects.bulk_create(
+                changed, update_conflicts=True, unique_fields=["key"], update_fields=["tokens", "updated"]
             )
-        tokens = float(capacity) if created else _refilled(bucket, capacity, period, now)
-        if tokens < cost:
-            return Verdict(False, max(1, math.ceil((cost - tokens) / rate)))
-        bucket.tokens, bucket.updated = tokens - cost, now
-        bucket.save(update_fields=["tokens", "updated"])
-    return Verdict(True, 0)
+        self.taken.clear()
 
 
 def peek(scope: str, value: str, capacity: int, period: timedelta) -> Verdict:

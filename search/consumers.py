@@ -16,10 +16,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
-from accounts.services import catalogue
-from search import runner, services
-from search.display import catalogue_models, entry_html, new_entry_fragment
-from search.forms import SearchForm
+from search import runner, services, starts
+from search.display import entry_html, new_entry_fragment
 from search.models import Entry
 
 log = logging.getLogger(__name__)
@@ -75,7 +73,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
     # --- actions --------------------------------------------------------------------------------
 
     async def search(self, data: dict) -> None:
-        prepared = await database_sync_to_async(self._prepare)(_as_querydict(data))
+        # everyone's starts share trips to the database thread (search.starts)
+        prepared = await starts.prepare((self.user, _as_querydict(data)))
         if isinstance(prepared, str):
             await self.error(prepared)
             return
@@ -88,28 +87,6 @@ class SearchConsumer(AsyncWebsocketConsumer):
         # database: a new entry has no related rows to read.
         await asyncio.sleep(0)
         await self.send(text_data=new_entry_fragment(entry))
-
-    def _prepare(self, data: QueryDict):
-        # One trip to the database thread for everything a search start needs: each trip is a
-        # thread hop, and at 50 starts at once they queue. The catalogue is read once for the
-        # form's model choices and the run's model names.
-        current = catalogue()
-        form = SearchForm(data, catalogue=current)
-        if not form.is_valid():
-            return " ".join(str(e) for errors in form.errors.values() for e in errors)
-        try:
-            entry = services.start_search(
-                self.user,
-                form.cleaned_data["q"],
-                form.options(services.defaults_for(self.user)),
-                form.cleaned_data.get("thread"),
-            )
-        except services.SearchRefused as exc:
-            return exc.message
-        except Http404:
-            return "That conversation was not found."
-        request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
-        return entry, request, services.preload(self.user, catalogue_models(current))
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)

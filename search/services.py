@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import Count
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts import ratelimit
 from accounts.models import SearchDefaults
-from accounts.services import Credential, NoCredential, credentials_for
+from accounts.services import Credential, credentials_for, credentials_for_many
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.request import AskOptions, AskRequest, FollowUp
 from search.display import catalogue_models
@@ -51,6 +54,15 @@ def defaults_for(user) -> SearchDefaults:
     return defaults
 
 
+def defaults_for_many(users: list) -> dict[int, SearchDefaults]:
+    """defaults_for of several people, by their pk, in one statement once they all have them."""
+    found = {d.user_id: d for d in SearchDefaults.objects.filter(user__in=[u.pk for u in users])}
+    for user in users:
+        if user.pk not in found:
+            found[user.pk] = defaults_for(user)
+    return found
+
+
 def options_as_json(options: AskOptions) -> dict:
     return {
         "model": options.model,
@@ -85,39 +97,111 @@ def options_from_json(data: dict) -> AskOptions:
     )
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One search someone asked for: who, what, how, and in which conversation (None: a new one)."""
+
+    user: object
+    question: str
+    options: AskOptions
+    thread_id: int | None = None
+
+
 def start_search(user, question: str, options: AskOptions, thread_id: int | None = None) -> Entry:
     """Check the person's limits, then write the entry (status running) and commit it.
 
     The run itself starts after this returns (search.runner.launch): nothing is sent upstream
-    before the entry exists, and no transaction is open while it runs.
+    before the entry exists, and no transaction is open while it runs. Raises SearchRefused
+    (a limit) or Http404 (not their conversation).
     """
-    # One write transaction for the checks and the rows. The person's rate-limit bucket is taken
-    # first: its row lock (SQLite: the write lock of BEGIN IMMEDIATE) makes two tabs starting at
-    # the same moment count running searches one after the other; a refusal rolls the token back.
+    started = start_searches([Ask(user, question, options, thread_id)])[0]
+    if isinstance(started, Exception):
+        raise started
+    return started
+
+
+def start_searches(asks: list[Ask]) -> list[Entry | SearchRefused | Http404]:
+    """start_search for several asks at once, with the same outcome as one after another in the
+    order given: in each ask's place its entry, or the SearchRefused or Http404 it would raise.
+
+    Many people starting at the same moment (their sockets' starts queue for the database) cost a
+    handful of statements together instead of a handful each.
+    """
+    # One write transaction for the checks and the rows. The rate-limit buckets are read first:
+    # their row locks (SQLite: the write lock of BEGIN IMMEDIATE) make two tabs starting at the
+    # same moment count running searches one after the other; a refusal takes no token.
+    users = {ask.user.pk: ask.user for ask in asks}
     with transaction.atomic():
-        verdict = ratelimit.take("search", str(user.pk), PER_MINUTE, timedelta(minutes=1))
-        if not verdict.allowed:
-            raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
-        running = Entry.objects.filter(thread__user=user, status=Entry.Status.RUNNING).count()
-        if running >= MAX_RUNNING:
-            raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
-        thread = (
-            thread_for(user, thread_id)
-            if thread_id
-            else Thread.objects.create(user=user, title=question[:300])
+        buckets = ratelimit.Held("search", [str(pk) for pk in users], PER_MINUTE, timedelta(minutes=1))
+        running = dict(
+            Entry.objects.filter(user__in=list(users), status=Entry.Status.RUNNING)
+            .values_list("user")
+            .annotate(n=Count("pk"))
         )
-        entry = Entry.objects.create(
-            thread=thread,
-            user=user,
-            question=question,
-            options=options_as_json(options),
-            model_asked=options.model,
-            runner=RUNNER,
-            heartbeat=timezone.now(),
-        )
-        if thread_id:  # a follow-up moves its thread to the top (a new one was just created)
-            Thread.objects.filter(pk=thread.pk).update(updated=timezone.now())
-    return entry
+        wanted = {ask.thread_id for ask in asks if ask.thread_id}
+        threads = {t.pk: t for t in Thread.objects.filter(pk__in=wanted)} if wanted else {}
+        outcomes: list = []
+        for ask in asks:
+            outcome = _judge(ask, buckets, running.get(ask.user.pk, 0), threads)
+            if not isinstance(outcome, Exception):
+                buckets.take(str(ask.user.pk))
+                running[ask.user.pk] = running.get(ask.user.pk, 0) + 1
+            outcomes.append(outcome)
+        buckets.save()
+        return _write_entries(asks, outcomes)
+
+
+def _judge(ask: Ask, buckets: ratelimit.Held, running: int, threads: dict) -> Thread | Exception | None:
+    """The ask's conversation (None: a new one), or why it is refused."""
+    verdict = buckets.verdict(str(ask.user.pk))
+    if not verdict.allowed:
+        return SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+    if running >= MAX_RUNNING:
+        return SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
+    if not ask.thread_id:
+        return None
+    thread = threads.get(ask.thread_id)
+    if thread is None or thread.user_id != ask.user.pk:
+        return Http404("No Thread matches the given query.")
+    return thread
+
+
+def _write_entries(asks: list[Ask], outcomes: list) -> list[Entry | SearchRefused | Http404]:
+    """The entries (and new threads) of the asks judged fine, written in two statements."""
+    now = timezone.now()
+    fresh = [
+        (i, Thread(user=ask.user, title=ask.question[:300]))
+        for i, (ask, outcome) in enumerate(zip(asks, outcomes, strict=True))
+        if outcome is None
+    ]
+    Thread.objects.bulk_create([thread for _, thread in fresh])
+    for i, thread in fresh:
+        outcomes[i] = thread
+    started = [
+        (i, _new_entry(ask, outcome, now))
+        for i, (ask, outcome) in enumerate(zip(asks, outcomes, strict=True))
+        if isinstance(outcome, Thread)
+    ]
+    Entry.objects.bulk_create([entry for _, entry in started])
+    # a follow-up moves its thread to the top (a new one was just created)
+    followed = {asks[i].thread_id for i, _ in started if asks[i].thread_id}
+    if followed:
+        Thread.objects.filter(pk__in=followed).update(updated=timezone.now())
+    for i, entry in started:
+        outcomes[i] = entry
+    return outcomes
+
+
+def _new_entry(ask: Ask, thread: Thread, now) -> Entry:
+    return Entry(
+        thread=thread,
+        user=ask.user,
+        question=ask.question,
+        options=options_as_json(ask.options),
+        model_asked=ask.options.model,
+        runner=RUNNER,
+        heartbeat=now,
+    )
 
 
 def previous_turn(entry: Entry) -> Entry | None:
@@ -216,11 +300,12 @@ def run_needs(user, models: dict | None = None) -> tuple[dict, Credential]:
     return catalogue_models() if models is None else models, credentials_for(user)
 
 
-def preload(user, models: dict | None = None) -> dict:
-    """What a run needs from the database, read by a caller already on the database thread
-    (`launch(..., **preload(user))`); a missing credential is left for the run to report."""
-    try:
-        models, credential = run_needs(user, models)
-    except NoCredential:
-        return {}
-    return {"models": models, "credential": credential}
+def preloads(users: list, models: dict) -> dict[int, dict]:
+    """What the runs of several people need from the database, by their pk, read by a caller
+    already on the database thread (`launch(..., **preloads(...)[user.pk])`); a missing credential
+    is left for the run to report."""
+    chosen = credentials_for_many(users)
+    return {
+        pk: {"models": models, "credential": credential} if credential else {}
+        for pk, credential in chosen.items()
+    }

@@ -34,22 +34,39 @@ def _session(account: PerplexityAccount, kind: str) -> Credential:
 
 
 def credentials_for(user) -> Credential:
-    own = PerplexityAccount.objects.filter(user=user).first()
-    if own and own.linked and own.status != PerplexityAccount.Status.NEEDS_ATTENTION:
-        return _session(own, "session")
-    shared = (
-        PerplexityAccount.objects.filter(shared=True, user__is_superuser=True, session__isnull=False)
-        .exclude(user=user)
-        .exclude(status=PerplexityAccount.Status.NEEDS_ATTENTION)
-        .first()
-    )
-    if shared and shared.linked:
-        return _session(shared, "shared")
-    if own and own.api_key:
-        return Credential("api_key", own, api_key=own.api_key)
-    if own and own.linked:
-        return _session(own, "session")
-    raise NoCredential
+    credential = credentials_for_many([user])[user.pk]
+    if credential is None:
+        raise NoCredential
+    return credential
+
+
+def credentials_for_many(users: list) -> dict[int, Credential | None]:
+    """credentials_for of several people (by their pk) in one or two statements; None for whoever
+    has no credential."""
+    own = {a.user_id: a for a in PerplexityAccount.objects.filter(user__in=[u.pk for u in users])}
+    shared: list[PerplexityAccount] | None = None  # read when someone needs it
+    chosen: dict[int, Credential | None] = {}
+    for user in users:
+        account = own.get(user.pk)
+        if account and account.linked and account.status != PerplexityAccount.Status.NEEDS_ATTENTION:
+            chosen[user.pk] = _session(account, "session")
+            continue
+        if shared is None:
+            shared = list(
+                PerplexityAccount.objects.filter(shared=True, user__is_superuser=True, session__isnull=False)
+                .exclude(status=PerplexityAccount.Status.NEEDS_ATTENTION)
+                .order_by("pk")
+            )
+        owners = [a for a in shared if a.user_id != user.pk]
+        if owners and owners[0].linked:
+            chosen[user.pk] = _session(owners[0], "shared")
+        elif account and account.api_key:
+            chosen[user.pk] = Credential("api_key", account, api_key=account.api_key)
+        elif account and account.linked:
+            chosen[user.pk] = _session(account, "session")
+        else:
+            chosen[user.pk] = None
+    return chosen
 
 
 def record_search(user, credential: Credential, cookies: dict | None = None) -> None:

@@ -1,0 +1,175 @@
+"""Search starts gathered: many at once cost one trip and the same statements as a few, with the
+same outcome as one after another."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from django.db import connection
+from django.http import Http404
+from django.test.utils import CaptureQueriesContext
+
+from accounts.models import PerplexityAccount, TokenBucket
+from accounts.services import credentials_for, credentials_for_many
+from pplxweb.perplexity.request import AskOptions
+from search import services, starts
+from search.consumers import _as_querydict
+from search.models import Entry, Thread
+from tests.search.conftest import TOKEN, Paced, answer_stream, serve
+from tests.search.test_consumer import connect, receive_until
+
+SESSION = json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}})
+
+
+def link(user) -> PerplexityAccount:
+    return PerplexityAccount.objects.create(user=user, email=f"{user.username}@example.com", session=SESSION)
+
+
+@pytest.mark.django_db
+def test_asks_started_together_end_as_one_after_another_would(owner, member):
+    mine = services.start_search(member, "mine", AskOptions())
+    theirs = services.start_search(owner, "theirs", AskOptions())
+    Entry.objects.update(status="completed")
+    asks = [
+        services.Ask(owner, "one", AskOptions()),
+        services.Ask(member, "follow-up", AskOptions(), thread_id=mine.thread_id),
+        services.Ask(owner, "two", AskOptions()),
+        services.Ask(owner, "three", AskOptions()),  # the owner's third: two are running
+        services.Ask(member, "sneak", AskOptions(), thread_id=theirs.thread_id),  # not the member's
+    ]
+    one, follow_up, two, three, sneak = services.start_searches(asks)
+    assert [one.question, two.question, follow_up.question] == ["one", "two", "follow-up"]
+    assert one.thread_id != two.thread_id and follow_up.thread_id == mine.thread_id
+    assert isinstance(three, services.SearchRefused) and "You have 2 searches running" in three.message
+    assert isinstance(sneak, Http404)
+    assert Entry.objects.filter(user=owner, status="running").count() == 2
+    assert Entry.objects.filter(thread__user=owner).count() == 3
+    assert Entry.objects.filter(thread_id=theirs.thread_id).count() == 1
+    thread = Thread.objects.get(pk=mine.thread_id)
+    assert thread.updated >= follow_up.created > thread.created  # the follow-up's thread moved up
+    buckets = sorted(round(b.tokens) for b in TokenBucket.objects.all())
+    assert buckets == [services.PER_MINUTE - 3, services.PER_MINUTE - 2]  # refusals took no token
+
+
+@pytest.mark.django_db
+def test_the_rate_limit_counts_within_a_burst(owner, monkeypatch):
+    monkeypatch.setattr(services, "MAX_RUNNING", 100)
+    asks = [services.Ask(owner, f"q{n}", AskOptions()) for n in range(services.PER_MINUTE + 1)]
+    *started, refused = services.start_searches(asks)
+    assert all(isinstance(e, Entry) for e in started)
+    assert isinstance(refused, services.SearchRefused)
+    assert f"That is {services.PER_MINUTE} searches this minute" in refused.message
+    assert Entry.objects.count() == services.PER_MINUTE
+
+
+@pytest.mark.django_db
+def test_a_burst_of_starts_costs_the_statements_of_two(django_user_model, owner):
+    people = [owner] + [django_user_model.objects.create_user(username=f"p{n}") for n in range(11)]
+    for person in people:
+        link(person)
+    message = _as_querydict({"q": "what is new?", "model": "pplx_pro"})
+
+    def statements(group) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            prepared = starts.prepare_many([(person, message) for person in group])
+        assert all(isinstance(p, tuple) for p in prepared), prepared
+        Entry.objects.update(status="completed")
+        return len(queries)
+
+    statements(people)  # everyone's first search makes their defaults and rate-limit bucket
+    few, many = statements(people[:2]), statements(people)
+    assert many == few <= 12
+
+
+@pytest.mark.django_db
+def test_credentials_of_many_people_are_each_ones_own(django_user_model, owner, member):
+    keyed = django_user_model.objects.create_user(username="keyed")
+    nobody = django_user_model.objects.create_user(username="nobody")
+    link(owner)
+    PerplexityAccount.objects.create(user=keyed, api_key="pplx-key-1234")
+    people = [owner, member, keyed, nobody]
+
+    def kinds() -> list:
+        together = credentials_for_many(people)
+        for person in people:  # the same as asking for each one alone
+            if together[person.pk] is not None:
+                assert together[person.pk] == credentials_for(person)
+        return [together[p.pk] and together[p.pk].kind for p in people]
+
+    assert kinds() == ["session", None, "api_key", None]
+    PerplexityAccount.objects.filter(user=owner).update(shared=True)
+    assert kinds() == ["session", "shared", "shared", "shared"]  # the owner's link comes before a key
+
+
+async def test_asks_arriving_while_a_start_runs_go_together_and_get_their_own_results():
+    batches, gate = [], threading.Event()
+
+    def work(items: list) -> list:
+        batches.append(list(items))
+        if len(batches) == 1:
+            gate.wait(5)  # the first start is slow: everyone else arrives meanwhile
+        return [f"started {item}" for item in items]
+
+    gathered = starts.Gathered(work)
+    first = asyncio.ensure_future(gathered("a"))
+    await asyncio.sleep(0.05)
+    rest = [asyncio.ensure_future(gathered(item)) for item in "bcd"]
+    await asyncio.sleep(0.05)
+    gate.set()
+    assert await first == "started a"
+    assert await asyncio.gather(*rest) == ["started b", "started c", "started d"]
+    assert batches == [["a"], ["b", "c", "d"]]
+    assert await gathered("e") == "started e"  # and the next one on its own
+
+
+async def test_a_failed_start_reaches_everyone_in_it_and_the_next_one_works():
+    gate, calls = threading.Event(), []
+
+    def work(items: list) -> list:
+        calls.append(items)
+        if len(calls) == 1:
+            gate.wait(5)
+            return ["first"]
+        if len(calls) == 2:
+            raise RuntimeError("database is locked")
+        return ["fine"] * len(items)
+
+    gathered = starts.Gathered(work)
+    first = asyncio.ensure_future(gathered(1))
+    await asyncio.sleep(0.05)
+    failing = [asyncio.ensure_future(gathered(n)) for n in (2, 3)]
+    gone = asyncio.ensure_future(gathered(4))  # its socket closes while it waits
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    gate.set()
+    assert await first == "first"
+    for task in failing:
+        with pytest.raises(RuntimeError, match="database is locked"):
+            await task
+    assert gone.cancelled()
+    assert await gathered(5) == "fine"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_people_asking_at_the_same_moment_each_get_their_own_answer(
+    django_user_model, owner, member, upstream
+):
+    from asgiref.sync import sync_to_async
+
+    third = await django_user_model.objects.acreate(username="third")
+    for person in (owner, member, third):
+        await sync_to_async(link)(person)
+    serve(upstream, *(Paced(answer_stream([f"answer {n}"])) for n in range(3)))
+    sockets = [await connect(person) for person in (owner, member, third)]
+    for person, socket in zip((owner, member, third), sockets, strict=True):
+        await socket.send_to(text_data=json.dumps({"q": f"question of {person.username}"}))
+    for person, socket in zip((owner, member, third), sockets, strict=True):
+        first = await socket.receive_from(timeout=5)
+        assert f"question of {person.username}" in first  # its own new entry comes first
+        await receive_until(socket, "status-completed")
+        await socket.disconnect()
+    saved = {e.user_id: (e.question, e.status) async for e in Entry.objects.all()}
+    assert saved == {p.pk: (f"question of {p.username}", "completed") for p in (owner, member, third)}
