@@ -53,7 +53,18 @@ class SearchForm(forms.Form):
             }
         ),
     )
-    thread = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    # ids are 64-bit (BigAutoField): a larger one would make the database raise, not find nothing
+    thread = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**63 - 1,
+        widget=forms.HiddenInput,
+        error_messages={
+            "invalid": "That conversation was not found.",
+            "min_value": "That conversation was not found.",
+            "max_value": "That conversation was not found.",
+        },
+    )
     model = forms.ChoiceField(label="Model", required=False)
     mode = forms.ChoiceField(label="Mode", choices=MODES, required=False)
     sources = forms.MultipleChoiceField(

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable
 
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from django.http import Http404, QueryDict
 
 from accounts.services import catalogue
@@ -30,7 +31,17 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     current = catalogue()
     outcomes: list = [None] * len(asks)
     valid: list[tuple[int, SearchForm]] = []
-    for i, (_, data) in enumerate(asks):
+    # someone removed from the household keeps their open socket: their rows must not be written
+    # (and one such row would fail everyone's shared transaction)
+    present = set(
+        get_user_model()
+        .objects.filter(pk__in={user.pk for user, _ in asks}, is_active=True)
+        .values_list("pk", flat=True)
+    )
+    for i, (user, data) in enumerate(asks):
+        if user.pk not in present:
+            outcomes[i] = "Your pplxweb account was removed, so nothing was started."
+            continue
         form = SearchForm(data, catalogue=current)
         if form.is_valid():
             valid.append((i, form))

@@ -173,3 +173,34 @@ async def test_people_asking_at_the_same_moment_each_get_their_own_answer(
         await socket.disconnect()
     saved = {e.user_id: (e.question, e.status) async for e in Entry.objects.all()}
     assert saved == {p.pk: (f"question of {p.username}", "completed") for p in (owner, member, third)}
+
+
+@pytest.mark.django_db
+def test_one_bad_ask_does_not_spoil_the_others_in_its_trip(owner, member):
+    link(member)
+    prepared = starts.prepare_many(
+        [
+            (owner, _as_querydict({"q": "x", "thread": str(10**30)})),  # past any database's integer
+            (owner, _as_querydict({"q": "x", "thread": "the first one"})),
+            (owner, _as_querydict({"q": ""})),
+            (member, _as_querydict({"q": "fine"})),
+        ]
+    )
+    assert prepared[:3] == ["That conversation was not found."] * 2 + ["Type a question first."]
+    entry, request, preloaded = prepared[3]
+    assert entry.question == request.query == "fine" and preloaded["credential"].kind == "session"
+
+
+@pytest.mark.django_db
+def test_someone_removed_with_their_socket_open_starts_nothing_and_the_others_start(owner, member):
+    from accounts.services import remove_member
+
+    link(owner)
+    stale = type(member).objects.get(pk=member.pk)  # what their open socket still holds
+    remove_member(owner, member.pk)
+    prepared = starts.prepare_many(
+        [(stale, _as_querydict({"q": "still here?"})), (owner, _as_querydict({"q": "fine"}))]
+    )
+    assert prepared[0] == "Your pplxweb account was removed, so nothing was started."
+    assert prepared[1][0].question == "fine"
+    assert list(Entry.objects.values_list("question", flat=True)) == ["fine"]
