@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count
 from django.http import Http404
@@ -55,11 +56,17 @@ def defaults_for(user) -> SearchDefaults:
 
 
 def defaults_for_many(users: list) -> dict[int, SearchDefaults]:
-    """defaults_for of several people, by their pk, in one statement once they all have them."""
+    """defaults_for of several people, by their pk, in one statement once they all have them.
+    Someone who no longer exists (removed while their socket stayed open) is left out."""
     found = {d.user_id: d for d in SearchDefaults.objects.filter(user__in=[u.pk for u in users])}
-    for user in users:
-        if user.pk not in found:
-            found[user.pk] = defaults_for(user)
+    missing = [user for user in users if user.pk not in found]
+    if missing:  # a first search, or someone removed (their defaults went with them)
+        existing = set(
+            get_user_model().objects.filter(pk__in=[u.pk for u in missing]).values_list("pk", flat=True)
+        )
+        for user in missing:
+            if user.pk in existing:
+                found[user.pk] = defaults_for(user)
     return found
 
 

@@ -15,7 +15,6 @@ import weakref
 from collections.abc import Callable
 
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from django.http import Http404, QueryDict
 
 from accounts.services import catalogue
@@ -30,38 +29,25 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     # the catalogue is read once, for the forms' model choices and the runs' model names
     current = catalogue()
     outcomes: list = [None] * len(asks)
-    valid: list[tuple[int, SearchForm]] = []
+    valid = _valid_forms(asks, current, outcomes)
+    people = {asks[i][0].pk: asks[i][0] for i, _ in valid}
+    defaults = services.defaults_for_many(list(people.values()))
     # someone removed from the household keeps their open socket: their rows must not be written
     # (and one such row would fail everyone's shared transaction)
-    present = set(
-        get_user_model()
-        .objects.filter(pk__in={user.pk for user, _ in asks}, is_active=True)
-        .values_list("pk", flat=True)
-    )
-    for i, (user, data) in enumerate(asks):
-        if user.pk not in present:
+    for i, _ in valid:
+        if asks[i][0].pk not in defaults:
             outcomes[i] = "Your pplxweb account was removed, so nothing was started."
-            continue
-        form = SearchForm(data, catalogue=current)
-        if form.is_valid():
-            valid.append((i, form))
-        else:
-            outcomes[i] = " ".join(str(e) for errors in form.errors.values() for e in errors)
-    users = list({asks[i][0].pk: asks[i][0] for i, _ in valid}.values())
-    defaults = services.defaults_for_many(users)
+    valid = [(i, form) for i, form in valid if asks[i][0].pk in defaults]
     started = services.start_searches(
         [
             services.Ask(
-                asks[i][0],
-                form.cleaned_data["q"],
-                form.options(defaults[asks[i][0].pk]),
-                form.cleaned_data.get("thread"),
+                user, form.cleaned_data["q"], form.options(defaults[user.pk]), form.cleaned_data.get("thread")
             )
-            for i, form in valid
+            for user, form in ((asks[i][0], form) for i, form in valid)
         ]
     )
-    launched = {entry.user_id for entry in started if not isinstance(entry, Exception)}
-    preloaded = services.preloads([u for u in users if u.pk in launched], catalogue_models(current))
+    launched = [people[pk] for pk in {e.user_id for e in started if not isinstance(e, Exception)}]
+    preloaded = services.preloads(launched, catalogue_models(current))
     for (i, form), entry in zip(valid, started, strict=True):
         if isinstance(entry, services.SearchRefused):
             outcomes[i] = entry.message
@@ -71,6 +57,18 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
             request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
             outcomes[i] = (entry, request, preloaded[entry.user_id])
     return outcomes
+
+
+def _valid_forms(asks: list, current: dict, outcomes: list) -> list[tuple[int, SearchForm]]:
+    """The asks' valid forms (with their places); an invalid one's errors go in its place."""
+    valid = []
+    for i, (_, data) in enumerate(asks):
+        form = SearchForm(data, catalogue=current)
+        if form.is_valid():
+            valid.append((i, form))
+        else:
+            outcomes[i] = " ".join(str(e) for errors in form.errors.values() for e in errors)
+    return valid
 
 
 class Gathered:
