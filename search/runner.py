@@ -56,6 +56,19 @@ def update_every(running: int | None = None) -> float:
     return max(UPDATE_EVERY, (len(RUNS) if running is None else running) / UPDATES_PER_SECOND)
 
 
+def cadence_phase(entry_id: int, interval: float | None = None) -> float:
+    """How far into its interval an answer's cadence starts after its first words.
+
+    Answers asked at the same moment get their first words at about the same moment too, and
+    with one cadence they would then update on the same events for good: each of those updates
+    waits for all the others' (at 50 answers, tens of ms). In a crowd (the interval stretched
+    beyond UPDATE_EVERY) each answer starts at its own point of the interval instead, spread by
+    its entry id (golden-ratio steps: neighbouring ids land far apart). No gap between two
+    updates gets shorter than UPDATE_EVERY; alone or in a small group nothing changes."""
+    interval = update_every() if interval is None else interval
+    return (entry_id * 0.6180339887 % 1.0) * max(interval - UPDATE_EVERY, 0.0)
+
+
 def group(entry_id: int) -> str:
     return f"entry-{entry_id}"
 
@@ -199,7 +212,10 @@ class Run:
         async with self._lock:
             self._last_update = time.monotonic()
             if not final:
+                first_words = self.first_text_ms is None
                 self._refresh_result()
+                if first_words and self.first_text_ms is not None:
+                    self._last_update -= cadence_phase(self.entry_id)
             if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
                 state = self.full_state()
                 for channel in self._syncs:

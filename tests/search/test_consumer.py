@@ -380,6 +380,44 @@ def test_many_answers_in_one_process_share_an_update_budget():
     assert runner.update_every() == runner.UPDATE_EVERY  # no answer is running in this test
 
 
+def test_answers_in_a_crowd_start_their_cadence_at_spread_points():
+    """Alone or in a small group the cadence starts with the first words; in a crowd each answer
+    starts at its own point of the stretched interval, so the crowd's updates spread out."""
+    from search import runner
+
+    assert all(runner.cadence_phase(n, runner.UPDATE_EVERY) == 0 for n in range(1, 100))
+    interval = runner.update_every(50)
+    phases = sorted(runner.cadence_phase(n, interval) for n in range(1000, 1050))
+    room = interval - runner.UPDATE_EVERY  # no gap gets shorter than UPDATE_EVERY
+    assert phases[0] >= 0 and phases[-1] < room
+    assert max(b - a for a, b in itertools.pairwise(phases)) < 3 * room / 50  # no bunching
+
+
+async def test_two_answers_asked_together_in_a_crowd_do_not_update_together(
+    owner, alinked, upstream, monkeypatch
+):
+    from search import runner
+
+    monkeypatch.setattr(runner, "UPDATES_PER_SECOND", 4)  # two answers: one update per 0.5 s each
+    serve(upstream, *(Paced(answer_stream(words(150)), pause=0.01) for _ in range(2)))
+    comm = await connect(owner)
+    loop = asyncio.get_running_loop()
+    updates: dict[str, list[float]] = {}
+    for question in ("one", "two"):
+        await comm.send_to(text_data=json.dumps({"q": question}))
+    async with asyncio.timeout(10):
+        while len(updates) < 2 or any(len(times) < 2 for times in updates.values()):
+            message = await comm.receive_from(timeout=5)
+            for entry in set(re.findall(r'id="entry-(\d+)-(?:tail|blocks)" hx-swap-oob', message)):
+                updates.setdefault(entry, []).append(loop.time())
+    one, two = (times[1] for times in updates.values())  # each one's update after its first words
+    # without their own phases both would come 0.5 s after the first words, within a few ms
+    assert abs(one - two) > 0.1, updates
+    await receive_until(comm, "status-completed")
+    await receive_until(comm, "status-completed")
+    await comm.disconnect()
+
+
 def progress_saves(monkeypatch, before_progress) -> list[bool]:
     """Runs save progress every 50 ms, calling `before_progress` on the database thread before
     each progress save; returns the list of saves made (True for the final one)."""
