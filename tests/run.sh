@@ -14,7 +14,8 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v redis-server >/dev/null || need+=(redis-server)
-ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need+=(postgresql)
+# the server's initdb: a client-only install (postgresql-client) has that folder without it
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "Installing ${need[*]} (Debian packages the tests use)..."
@@ -27,7 +28,7 @@ if ((${#need[@]})); then
 fi
 
 RUN=$(mktemp -d /tmp/pplxweb-test.XXXXXX)
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+PGBIN=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
 as_postgres() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$1"; else sh -c "$1"; fi; }
 cleanup() {
   if [ -f "$RUN/redis.pid" ]; then kill "$(cat "$RUN/redis.pid")" 2>/dev/null || true; fi
