@@ -301,10 +301,9 @@ def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
     return AskRequest(entry.question, options, follow_up)
 
 
-def run_needs(user, models: dict | None = None) -> tuple[dict, Credential]:
-    """The model catalogue's models (for names; read unless given) and the credential a run
-    searches with."""
-    return catalogue_models() if models is None else models, credentials_for(user)
+def run_needs(user) -> tuple[dict, Credential]:
+    """The model catalogue's models (for names) and the credential a run searches with."""
+    return catalogue_models(), credentials_for(user)
 
 
 def preloads(users: list, models: dict) -> dict[int, dict]:
