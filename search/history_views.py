@@ -102,6 +102,9 @@ def delete(request: HttpRequest) -> HttpResponse:
     with transaction.atomic():
         count = chosen.count()
         thread_ids = list(chosen.values_list("thread_id", flat=True).distinct())
+        # Locked first, so a follow-up being started in one of them either goes in before (and
+        # its thread stays) or waits and finds the thread gone ("not found"), never half of each.
+        list(Thread.objects.select_for_update().filter(pk__in=thread_ids).values_list("pk"))
         chosen.delete()
         Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True).delete()
     messages.success(request, f"Deleted {count} entr{'y' if count == 1 else 'ies'}.")

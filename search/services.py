@@ -145,8 +145,13 @@ def start_searches(asks: list[Ask]) -> list[Entry | SearchRefused | Http404]:
             .values_list("user")
             .annotate(n=Count("pk"))
         )
+        # Followed-up threads are locked until the entries are in: a tab deleting the thread's
+        # last entry at the same moment then sees the new one and keeps the thread (PostgreSQL;
+        # SQLite's write lock already orders the two).
         wanted = {ask.thread_id for ask in asks if ask.thread_id}
-        threads = {t.pk: t for t in Thread.objects.filter(pk__in=wanted)} if wanted else {}
+        threads = (
+            {t.pk: t for t in Thread.objects.select_for_update().filter(pk__in=wanted)} if wanted else {}
+        )
         outcomes: list = []
         for ask in asks:
             outcome = _judge(ask, buckets, running.get(ask.user.pk, 0), threads)

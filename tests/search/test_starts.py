@@ -204,3 +204,54 @@ def test_someone_removed_with_their_socket_open_starts_nothing_and_the_others_st
     assert prepared[0] == "Your pplxweb account was removed, so nothing was started."
     assert prepared[1][0].question == "fine"
     assert list(Entry.objects.values_list("question", flat=True)) == ["fine"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_follow_up_and_deleting_its_threads_last_entry_at_the_same_moment_both_work(
+    owner, client, monkeypatch
+):
+    """The follow-up starts first and is held after reading its thread; meanwhile another tab
+    deletes the thread's only entry. The delete waits, sees the new entry and keeps the thread.
+    (Unlocked on PostgreSQL the delete removed the thread and the start failed at its commit.)"""
+    from django.db import connections
+
+    first = services.start_search(owner, "first", AskOptions())
+    Entry.objects.update(status="completed")
+    reached, go = threading.Event(), threading.Event()
+    judge = services._judge
+
+    def held(*args):
+        reached.set()
+        go.wait(10)
+        return judge(*args)
+
+    monkeypatch.setattr(services, "_judge", held)
+    outcome: dict = {}
+
+    def follow_up():
+        try:
+            outcome["entry"] = services.start_searches(
+                [services.Ask(owner, "again", AskOptions(), thread_id=first.thread_id)]
+            )[0]
+        finally:
+            connections.close_all()
+
+    def delete():
+        try:
+            client.force_login(owner)
+            outcome["delete"] = client.post("/history/delete/", {"entry": first.pk, "confirm": "1"})
+        finally:
+            connections.close_all()
+
+    starting = threading.Thread(target=follow_up)
+    starting.start()
+    assert reached.wait(10)
+    deleting = threading.Thread(target=delete)
+    deleting.start()
+    deleting.join(0.5)
+    assert deleting.is_alive()  # waiting for the start's lock
+    go.set()
+    starting.join(10)
+    deleting.join(10)
+    assert isinstance(outcome["entry"], Entry) and outcome["delete"].status_code == 302
+    assert list(Entry.objects.values_list("question", "thread_id")) == [("again", first.thread_id)]
