@@ -7,15 +7,18 @@ import json
 import re
 import zipfile
 from datetime import datetime
+from typing import IO
 
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from search import images
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
-MAX_IMPORT = 50 * 1024 * 1024
+MAX_IMPORT = 50 * 1024 * 1024  # history.json, or a thread's JSON
+MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
 CITATION = re.compile(r"\[(\d{1,3})\]")
 STATUSES = {s for s, _ in Entry.Status.choices}
 
@@ -33,7 +36,19 @@ def _answer_with_footnotes(entry: Entry) -> str:
     )
 
 
-def thread_markdown(thread: Thread) -> str:
+def _kept_images(entry: Entry) -> list[dict]:
+    return [r for r in entry.images if isinstance(r, dict) and isinstance(r.get("n"), int)]
+
+
+def _zip_name(entry: Entry, record: dict) -> str | None:
+    """Where a saved image goes in the history zip (None: not saved)."""
+    path = images.path_of(entry.pk, record)
+    return f"images/{entry.pk}-{record['n']}{path.suffix}" if path else None
+
+
+def thread_markdown(thread: Thread, in_zip: bool = False) -> str:
+    """The thread as Markdown; `in_zip`: it sits in the history zip's markdown/ folder, beside
+    images/ with the saved images, and shows them."""
     lines = [f"# {thread.title}", ""]
     for entry in thread.entries.all():
         lines += [
@@ -46,6 +61,12 @@ def thread_markdown(thread: Thread) -> str:
         lines += [_answer_with_footnotes(entry).strip() or "*(no answer)*", ""]
         if entry.error:
             lines += [f"> {entry.error}", ""]
+        for record in _kept_images(entry):
+            caption = re.sub(
+                r"([\\\[\]])", r"\\\1", " ".join(str(record.get("caption") or "Generated image").split())
+            )
+            name = _zip_name(entry, record) if in_zip else None
+            lines += [f"![{caption}](../{name})" if name else f"*Generated image: {caption}*", ""]
         for n, source in enumerate(entry.sources, start=1):
             lines.append(f"[^{n}]: [{source.get('title') or source.get('url')}]({source.get('url')})")
         if entry.sources:
@@ -69,6 +90,16 @@ def entry_json(entry: Entry) -> dict:
         "model": entry.model,
         "error": entry.error,
         "backend_uuid": entry.backend_uuid,
+        "images": [  # "file": its place in the history zip (a thread's own JSON has no files)
+            {
+                "caption": str(r.get("caption") or ""),
+                "width": r.get("width") or 0,
+                "height": r.get("height") or 0,
+                "file": _zip_name(entry, r),
+                "error": str(r.get("error") or ""),
+            }
+            for r in _kept_images(entry)
+        ],
     }
 
 
@@ -90,9 +121,14 @@ def history_zip(user) -> bytes:
         for thread in threads:
             slug = re.sub(r"[^\w-]+", "-", thread.title.lower()).strip("-")[:60] or "thread"
             archive.writestr(
-                f"markdown/{thread.created:%Y-%m-%d}-{thread.pk}-{slug}.md", thread_markdown(thread)
+                f"markdown/{thread.created:%Y-%m-%d}-{thread.pk}-{slug}.md",
+                thread_markdown(thread, in_zip=True),
             )
             everything["threads"].append(thread_json(thread))
+            for entry in thread.entries.all():
+                for record in _kept_images(entry):
+                    if name := _zip_name(entry, record):
+                        archive.write(images.path_of(entry.pk, record), name, zipfile.ZIP_STORED)
         archive.writestr("history.json", json.dumps(everything, ensure_ascii=False, indent=1))
     return buffer.getvalue()
 
@@ -135,21 +171,45 @@ def _checked(data) -> list[dict]:
     return threads
 
 
-def import_history(user, raw: bytes) -> tuple[int, int]:
-    """Restore exported threads for `user`; (imported, skipped as already there). All or nothing."""
-    if len(raw) > MAX_IMPORT:
-        raise ImportRefused("That file is larger than 50 MB; nothing was imported.")
-    if raw[:2] == b"PK":
+def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
+    """Restore exported threads for `user` from the file's bytes or the (seekable) file; returns
+    (imported, skipped as already there). All or nothing."""
+    handle = io.BytesIO(source) if isinstance(source, bytes) else source
+    size = handle.seek(0, io.SEEK_END)
+    handle.seek(0)
+    head = handle.read(2)
+    handle.seek(0)
+    archive = None
+    if head == b"PK":
+        if size > MAX_ZIP:
+            raise ImportRefused("That zip is larger than 4 GB; nothing was imported.")
         try:
-            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-                raw = archive.read("history.json")
+            archive = zipfile.ZipFile(handle)
+            if archive.getinfo("history.json").file_size > MAX_IMPORT:
+                raise ImportRefused("That zip's history.json is larger than 50 MB; nothing was imported.")
+            raw = archive.read("history.json")
         except (zipfile.BadZipFile, KeyError):
             raise ImportRefused("That zip has no history.json in it; nothing was imported.") from None
+    else:
+        raw = handle.read(MAX_IMPORT + 1)
+        if len(raw) > MAX_IMPORT:
+            raise ImportRefused("That file is larger than 50 MB; nothing was imported.")
     try:
         data = json.loads(raw)
     except ValueError:
         raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
     threads = _checked(data)
+    written: list[int] = []  # entries whose images were written: removed again if the import fails
+    try:
+        return _import(user, threads, archive, written)
+    except BaseException:
+        images.remove(written)
+        raise
+
+
+def _import(
+    user, threads: list[dict], archive: zipfile.ZipFile | None, written: list[int]
+) -> tuple[int, int]:
     imported = skipped = 0
     with transaction.atomic():
         for thread in threads:
@@ -180,7 +240,47 @@ def import_history(user, raw: bytes) -> tuple[int, int]:
                     error=str(item.get("error") or ""),
                     backend_uuid=str(item.get("backend_uuid") or "")[:200],
                 )
-                Entry.objects.filter(pk=entry.pk).update(created=_when(item["created"]))
+                kept = _import_images(entry.pk, item.get("images"), archive)
+                if kept:
+                    written.append(entry.pk)
+                Entry.objects.filter(pk=entry.pk).update(created=_when(item["created"]), images=kept)
             Thread.objects.filter(pk=new.pk).update(created=created)
             imported += 1
     return imported, skipped
+
+
+def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> list[dict]:
+    """An imported entry's image records, their files copied from the zip into the data folder
+    (checked as on download: a known image kind, at most images.MAX_BYTES)."""
+    records = []
+    for n, item in enumerate(listed[: images.MAX_PER_ENTRY] if isinstance(listed, list) else []):
+        if not isinstance(item, dict):
+            continue
+        record = {
+            "n": n,
+            "caption": str(item.get("caption") or "")[:300],
+            "width": item["width"]
+            if isinstance(item.get("width"), int) and 0 < item["width"] < 100_000
+            else 0,
+            "height": item["height"]
+            if isinstance(item.get("height"), int) and 0 < item["height"] < 100_000
+            else 0,
+        }
+        name = item.get("file")
+        data = None
+        if archive is not None and isinstance(name, str) and name.startswith("images/"):
+            try:
+                info = archive.getinfo(name)
+                data = archive.read(info) if info.file_size <= images.MAX_BYTES else None
+            except KeyError:
+                data = None
+        kind = images.kind_of(data[:12]) if data else None
+        if kind is None:
+            record["error"] = str(item.get("error") or "") or "This image was not in the imported file."
+        else:
+            folder = images.folder(entry_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{n}.{kind[0]}").write_bytes(data)
+            record["file"] = f"{n}.{kind[0]}"
+        records.append(record)
+    return records

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import export, history, services
+from search import export, history, images, services
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
 
@@ -105,8 +105,10 @@ def delete(request: HttpRequest) -> HttpResponse:
         # Locked first, so a follow-up being started in one of them either goes in before (and
         # its thread stays) or waits and finds the thread gone ("not found"), never half of each.
         list(Thread.objects.select_for_update().filter(pk__in=thread_ids).values_list("pk"))
+        gone = list(chosen.values_list("pk", flat=True))
         chosen.delete()
         Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True).delete()
+        transaction.on_commit(lambda: images.remove(gone))  # their kept images
     messages.success(request, f"Deleted {count} entr{'y' if count == 1 else 'ies'}.")
     return redirect("search:history")
 
@@ -144,7 +146,7 @@ def import_view(request: HttpRequest) -> HttpResponse:
         )
         return redirect("search:history")
     try:
-        imported, skipped = export.import_history(request.user, upload.read(export.MAX_IMPORT + 1))
+        imported, skipped = export.import_history(request.user, upload)
     except export.ImportRefused as exc:
         messages.error(request, exc.message)
         return redirect("search:history")

@@ -45,6 +45,8 @@ class Entry(models.Model):
     sources = models.JSONField(default=list)
     related = models.JSONField(default=list)
     steps = models.JSONField(default=list)
+    # generated images: [{n, caption, width, height, file | error}], files in search.images.folder()
+    images = models.JSONField(default=list, blank=True)
     model_asked = models.CharField(max_length=80, blank=True)
     model = models.CharField(max_length=80, blank=True)
     downgraded = models.BooleanField(default=False)

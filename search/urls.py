@@ -12,6 +12,7 @@ urlpatterns = [
     path("thread/<int:pk>/", views.thread, name="thread"),
     path("entry/<int:pk>/stop/", views.stop, name="stop"),
     path("entry/<int:pk>/reask/", views.reask, name="reask"),
+    path("entry/<int:pk>/image/<int:n>/", views.image, name="image"),
     path("history/", history_views.history_page, name="history"),
     path("history/suggest/", history_views.suggest, name="suggest"),
     path("history/delete/", history_views.delete, name="delete"),

@@ -3,12 +3,12 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from search import runner, services
+from search import images, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
@@ -123,6 +123,20 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
         await get_channel_layer().group_send(runner.control_group(entry.pk), {"type": "run.stop"})
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
+
+
+@require_GET
+def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
+    """A generated image pplxweb kept, to the person whose answer it is in."""
+    entry = services.entry_for(request.user, pk)
+    record = next((r for r in entry.images if isinstance(r, dict) and r.get("n") == n), None)
+    path = images.path_of(entry.pk, record) if record else None
+    if path is None:
+        raise Http404("No such image.")
+    response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])
+    response["Content-Disposition"] = f'inline; filename="pplxweb-{entry.pk}-{n}{path.suffix}"'
+    response["Cache-Control"] = "private, max-age=31536000, immutable"  # a kept image never changes
+    return response
 
 
 @login_not_required

@@ -109,4 +109,7 @@ def remove_member(owner: AbstractBaseUser, member_id: int) -> str | None:
         return None
     name = member.get_username()
     member.delete()
+    from search.images import sweep  # their answers went with them, and so do the images kept
+
+    transaction.on_commit(sweep)
     return name

@@ -37,12 +37,23 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image Perplexity generated for the answer (its URL expires in about 35 minutes)."""
+
+    url: str
+    caption: str = ""
+    width: int = 0
+    height: int = 0
+
+
+@dataclass(frozen=True)
 class Result:
     status: str  # "running", "completed", "truncated" or "failed"
     answer: str = ""
     sources: list[Source] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
     model_asked: str = ""
     model: str = ""
     downgraded: bool = False  # `turbo` answered a request for another model: the session is suspect
@@ -71,6 +82,7 @@ def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Resu
         sources=_sources(snapshot, final),
         related=_related(top),
         steps=_steps(snapshot),
+        images=_images(snapshot),
         model_asked=asked,
         model=model,
         downgraded=bool(asked)
@@ -350,3 +362,54 @@ def _step(step: Any) -> list[Step]:
         text = _str(content.get("caption")) or _str(content.get("prompt"))
         return [Step("image", text)] if text else []
     return []
+
+
+def _size(value: Any) -> int:
+    return value if isinstance(value, int) and 0 < value < 100_000 else 0
+
+
+def _images(snapshot: Snapshot) -> list[Image]:
+    """Generated images (protocol.md 3.9): the steps' GENERATED_IMAGE assets, the image-results
+    steps, then top-level `media_items` that carry `generated_media_metadata`; one per image
+    (the same image comes with fresh signatures in the query string)."""
+    found: dict[str, Image] = {}
+    caption = ""
+
+    def add(url: Any, name: Any, width: Any, height: Any) -> None:
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            return
+        key, text = url.split("?", 1)[0], _str(name).strip()[:300]
+        if key not in found:
+            found[key] = Image(url, text, _size(width), _size(height))
+        elif text and not found[key].caption:
+            found[key] = Image(found[key].url, text, found[key].width, found[key].height)
+
+    for usage in snapshot.block_order:
+        block = snapshot.blocks[usage]
+        if block.kind != "plan_block" or not isinstance(block.doc, dict):
+            continue
+        for step in _list(block.doc.get("steps")):
+            if not isinstance(step, dict):
+                continue
+            content = step.get("generate_image_content")
+            if isinstance(content, dict) and not caption:
+                caption = (_str(content.get("caption")) or _str(content.get("prompt"))).strip()[:300]
+            for asset in _list(step.get("assets")):
+                if not isinstance(asset, dict) or asset.get("asset_type") != "GENERATED_IMAGE":
+                    continue
+                image = asset.get("generated_image")
+                if isinstance(image, dict):
+                    info = _list(asset.get("download_info"))
+                    name = info[0].get("filename") if info and isinstance(info[0], dict) else ""
+                    add(image.get("url"), name, image.get("image_width"), image.get("image_height"))
+            results = step.get("generate_image_results_content")
+            for image in _list(results.get("image_results") if isinstance(results, dict) else None):
+                if isinstance(image, dict):
+                    add(image.get("url"), "", image.get("image_width"), image.get("image_height"))
+    for item in _list(snapshot.top.get("media_items")):
+        if isinstance(item, dict) and item.get("medium") == "image" and item.get("generated_media_metadata"):
+            add(item.get("image"), item.get("name"), item.get("image_width"), item.get("image_height"))
+    return [
+        image if image.caption else Image(image.url, caption, image.width, image.height)
+        for image in found.values()
+    ]

@@ -102,6 +102,19 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     fourth = page.locator("article.entry").nth(3)
     await expect(fourth.locator(".answer")).to_contain_text("slow part 79", timeout=15000)
     await expect(fourth.locator(".status-completed")).to_be_visible(timeout=20000)
+    # a generated image (the capture, its link pointed at the fake) is kept and shown from pplxweb
+    control(fake_perplexity, ask={"fixture": "smdex__cli-test__img-sse-fixture.txt", "pace": 0.02})
+    await ask(page, "generate a small blue square icon")
+    fifth = page.locator("article.entry").nth(4)
+    await expect(fifth.locator(".status-completed")).to_be_visible(timeout=15000)
+    picture = fifth.locator(".images img")
+    await expect(picture).to_have_attribute("alt", "Small blue square icon")
+    await expect(picture).to_have_attribute("src", re.compile(r"^/entry/\d+/image/0/$"))
+    await picture.scroll_into_view_if_needed()
+    await page.wait_for_function(
+        "img => img.complete && img.naturalWidth > 0", arg=await picture.element_handle()
+    )
+    control(fake_perplexity, ask={})
     # history finds it; export downloads
     await page.goto(f"{base}/history/?q=seine")
     await expect(page.locator("ol.history mark").first).to_have_text(re.compile("seine", re.IGNORECASE))

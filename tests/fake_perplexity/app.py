@@ -25,13 +25,18 @@ sent with `GET /_requests`:
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
+
+Generated images in a replayed fixture point at Perplexity's image host; the fake points them
+at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -110,22 +115,26 @@ async def application(scope, receive, send) -> None:
                 "peer": list(scope.get("client") or ()),  # which connection it came on
             }
         )
+    if request.method == "GET" and request.path.startswith("/_media/"):
+        await respond(send, 200, headers=[(b"content-type", b"image/png")], raw=png(), kind=b"image/png")
+        return
     handler = ROUTES.get((request.method, request.path), not_found)
     await handler(send, request)
 
 
 async def respond(
-    send, status: int, payload: Any = None, headers: list | None = None, raw: bytes | None = None
+    send,
+    status: int,
+    payload: Any = None,
+    headers: list | None = None,
+    raw: bytes | None = None,
+    kind: bytes | None = None,
 ) -> None:
     content = raw if raw is not None else json.dumps(payload if payload is not None else {}).encode()
-    kind = b"text/html" if raw is not None else b"application/json"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", kind), *(headers or [])],
-        }
-    )
+    headers = list(headers or [])
+    if kind is None:
+        headers.insert(0, (b"content-type", b"text/html" if raw is not None else b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 
 
@@ -329,7 +338,8 @@ async def ask(send, request: Request) -> None:
         return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
     if plan.get("fixture"):
-        stream = fixture_events(plan["fixture"])
+        here = f"http://{request.headers.get('host', 'localhost')}/_media/"
+        stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
         if fault in OPEN_ENDED:
             stream = [e for e in stream if str(e.get("status", "")).upper() != "COMPLETED"]
     else:
@@ -357,6 +367,25 @@ async def chat_completions(send, request: Request) -> None:
     chunks = api_chunks(plan.get("answer") or DEFAULT_ANSWER, body["model"], complete=fault not in OPEN_ENDED)
     frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
     await replay(send, frames, b"data: [DONE]\n\n", plan)
+
+
+IMAGE_HOST = "https://user-gen-media-assets.s3.amazonaws.com/"
+
+
+def png(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (30, 90, 220)) -> bytes:
+    """A small one-colour PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\0" + bytes(rgb) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 ROUTES = {

@@ -48,6 +48,54 @@ def test_image_capture_final_answer_from_the_text_steps():
     assert ("goal", "Creating a small blue square icon") in kinds
     assert ("image", "Small blue square icon") in kinds
     assert r.related == []
+    # the one generated image, found in the steps' assets, the image results and media_items
+    [image] = r.images
+    assert image.url.startswith("https://user-gen-media-assets.s3.amazonaws.com/gemini_images/")
+    assert (image.caption, image.width, image.height) == ("Small blue square icon", 1024, 1024)
+
+
+def test_generated_images_are_read_from_each_place_once_and_hostile_values_are_dropped():
+    def steps(*steps):
+        return {"intended_usage": "pro_search_steps", "plan_block": {"steps": list(steps)}}
+
+    asset = {
+        "asset_type": "GENERATED_IMAGE",
+        "generated_image": {"url": "https://img.example/a.png?sig=1", "image_width": 640, "image_height": -1},
+        "download_info": [{"filename": "A cat"}],
+    }
+    events = [
+        {
+            "status": "PENDING",
+            "blocks": [
+                steps(
+                    {"step_type": "GENERATE_IMAGE", "generate_image_content": {"prompt": "p"}},
+                    {"step_type": "X", "assets": [asset, {"asset_type": "OTHER"}, "junk"]},
+                )
+            ],
+        },
+        {
+            "status": "COMPLETED",
+            "media_items": [
+                {
+                    "medium": "image",
+                    "image": "https://img.example/a.png?sig=2",
+                    "generated_media_metadata": {},
+                },
+                {
+                    "medium": "image",
+                    "image": "https://img.example/b.png",
+                    "generated_media_metadata": {"x": 1},
+                },
+                {"medium": "image", "image": "https://web.example/found.png"},  # image search, not made
+                {"medium": "image", "image": "javascript:alert(1)", "generated_media_metadata": {"x": 1}},
+            ],
+        },
+    ]
+    images = run(events).images
+    assert [(i.url, i.caption, i.width, i.height) for i in images] == [
+        ("https://img.example/a.png?sig=1", "A cat", 640, 0),
+        ("https://img.example/b.png", "p", 0, 0),  # no name of its own: the step's prompt
+    ]
 
 
 def test_synthetic_basic_uses_text_and_legacy_sources_list():

@@ -65,6 +65,9 @@ class Command(BaseCommand):
         interrupted = sweep_interrupted(at_start=True)
         if interrupted:
             lines.append(f"{interrupted} answer(s) left running by an earlier stop were marked interrupted.")
+        from search.images import sweep
+
+        sweep()  # the kept images of entries that are gone (a person removed, say)
         created = services.ensure_owner_from_env()
         if created:
             lines.append(f"Owner {created!r} created from PPLXWEB_ADMIN_USER.")

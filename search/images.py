@@ -1,0 +1,144 @@
+"""Generated images, kept: Perplexity's links to them expire after about 35 minutes (protocol.md
+3.9), so a run downloads each one as soon as it appears, into the data folder beside the
+database (`images/<entry id>/<n>.<png|jpg|gif|webp>`), and the page shows pplxweb's copy.
+
+Upstream text is hostile, so a download is fenced: only from Perplexity's image host (or
+Perplexity's own address), https only (the configured Perplexity address may be http, for a
+local stand-in), no redirects, no cookies, at most MAX_BYTES, and kept only if the bytes are a
+PNG, JPEG, GIF or WebP image whatever the server says they are. A failed download keeps a
+sentence saying why in its place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+
+from pplxweb.perplexity.extract import Image
+from pplxweb.perplexity.transport import make_transport
+
+log = logging.getLogger(__name__)
+
+IMAGE_HOSTS = ("user-gen-media-assets.s3.amazonaws.com",)
+MAX_BYTES = 20 * 1024 * 1024
+TIMEOUT = 30.0
+MAX_PER_ENTRY = 12
+KINDS = {  # magic bytes -> (extension, content type)
+    b"\x89PNG\r\n\x1a\n": ("png", "image/png"),
+    b"\xff\xd8\xff": ("jpg", "image/jpeg"),
+    b"GIF87a": ("gif", "image/gif"),
+    b"GIF89a": ("gif", "image/gif"),
+}
+TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+
+
+class NotKept(Exception):
+    """The image was not saved; the message is the sentence shown in its place."""
+
+
+def folder(entry_id: int) -> Path:
+    return Path(settings.DATA_DIR) / "images" / str(int(entry_id))
+
+
+def allowed(url: str) -> bool:
+    """From Perplexity's image host over https, or from Perplexity's own address."""
+    parts, home = urlsplit(url), urlsplit(settings.PERPLEXITY_URL)
+    if parts.username or parts.password:
+        return False
+    if parts.scheme == "https" and parts.hostname in IMAGE_HOSTS and parts.port in (None, 443):
+        return True
+    return (parts.scheme, parts.hostname, parts.port) == (home.scheme, home.hostname, home.port)
+
+
+def kind_of(head: bytes) -> tuple[str, str] | None:
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp", "image/webp"
+    return next((kind for magic, kind in KINDS.items() if head.startswith(magic)), None)
+
+
+async def download(url: str, target: Path) -> str:
+    """Save the image at `url` as `target` plus its extension; returns the file's name."""
+    if not allowed(url):
+        raise NotKept("Its address is not Perplexity's image host, so pplxweb did not fetch it.")
+    partial = target.with_suffix(".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        async with (
+            httpx.AsyncClient(transport=make_transport("off"), timeout=TIMEOUT) as client,
+            client.stream("GET", url, follow_redirects=False) as response,
+        ):
+            if response.status_code in (401, 403):
+                raise NotKept("Perplexity's link to it had expired or was refused.")
+            if response.status_code != 200:
+                raise NotKept(f"Perplexity's image host answered {response.status_code}.")
+            head, size = b"", 0
+            with partial.open("wb") as out:
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_BYTES:
+                        raise NotKept(f"It is larger than {MAX_BYTES // 1024 // 1024} MB.")
+                    if len(head) < 12:
+                        head += chunk[:12]
+                    out.write(chunk)
+        kind = kind_of(head)
+        if kind is None:  # whatever the server said it was (an SVG or HTML page could run script)
+            raise NotKept("It is not a PNG, JPEG, GIF or WebP image.")
+        name = f"{target.name}.{kind[0]}"
+        os.replace(partial, target.with_name(name))
+        return name
+    except httpx.HTTPError as exc:
+        raise NotKept("The download failed: the connection to the image host did not work.") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+async def keep(entry_id: int, n: int, image: Image) -> dict:
+    """The record an entry keeps of its image number `n`: the saved file, or why there is none."""
+    record = {"n": n, "caption": image.caption, "width": image.width, "height": image.height}
+    try:
+        record["file"] = await download(image.url, folder(entry_id) / str(n))
+    except NotKept as exc:
+        record["error"] = f"This image could not be saved. {exc}"
+    except OSError as exc:
+        log.error("saving image %s of entry %s failed: %s", n, entry_id, exc)
+        record["error"] = "This image could not be saved: writing it to the data folder failed."
+    except Exception:
+        log.exception("saving image %s of entry %s failed", n, entry_id)
+        record["error"] = "This image could not be saved: pplxweb hit an error (the server log says more)."
+    return record
+
+
+def path_of(entry_id: int, record: dict) -> Path | None:
+    """The saved file of an image record, if it is there (its name is checked, not trusted)."""
+    name = str(record.get("file") or "")
+    stem, _, extension = name.partition(".")
+    if not stem.isdigit() or extension not in TYPES:
+        return None
+    path = folder(entry_id) / name
+    return path if path.is_file() else None
+
+
+def remove(entry_ids) -> None:
+    """Delete the saved images of entries that are gone."""
+    for entry_id in entry_ids:
+        shutil.rmtree(folder(entry_id), ignore_errors=True)
+
+
+def sweep() -> int:
+    """Remove image folders whose entry no longer exists (a person removed, an interrupted
+    delete). Returns how many went."""
+    from search.models import Entry
+
+    root = Path(settings.DATA_DIR) / "images"
+    if not root.is_dir():
+        return 0
+    found = {int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()}
+    gone = found - set(Entry.objects.filter(pk__in=found).values_list("pk", flat=True))
+    remove(gone)
+    return len(gone)
