@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 
 from search import images
 from search.models import Entry, Thread
+from search.render import scrub
 
 FORMAT = "pplxweb-history/1"
 MAX_IMPORT = 50 * 1024 * 1024  # history.json, or a thread's JSON
@@ -140,6 +141,17 @@ def _when(value) -> datetime:
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
 
 
+def _scrubbed(value):
+    """Every string without lone surrogates: JSON can carry them, the database cannot store them."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub(str(k)): _scrubbed(v) for k, v in value.items()}
+    return value
+
+
 def _checked(data) -> list[dict]:
     if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("threads"), list):
         threads = data["threads"]
@@ -198,7 +210,7 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
         data = json.loads(raw)
     except ValueError:
         raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
-    threads = _checked(data)
+    threads = _checked(_scrubbed(data))
     written: list[int] = []  # entries whose images were written: removed again if the import fails
     try:
         return _import(user, threads, archive, written)

@@ -22,6 +22,7 @@ from django.conf import settings
 
 from pplxweb.perplexity.extract import Image
 from pplxweb.perplexity.transport import make_transport
+from search.render import scrub
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ async def download(url: str, target: Path) -> str:
 
 async def keep(entry_id: int, n: int, image: Image) -> dict:
     """The record an entry keeps of its image number `n`: the saved file, or why there is none."""
-    record = {"n": n, "caption": image.caption, "width": image.width, "height": image.height}
+    record = {"n": n, "caption": scrub(image.caption), "width": image.width, "height": image.height}
     try:
         record["file"] = await download(image.url, folder(entry_id) / str(n))
     except NotKept as exc:

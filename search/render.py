@@ -45,7 +45,7 @@ ATTRIBUTES = {
 
 
 def scrub(text: str) -> str:
-    """Replace lone surrogates (JSON can carry them; UTF-8 cannot) with U+FFFD."""
+    """Replace lone surrogates (JSON can carry them; UTF-8 cannot) with "?"."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 

@@ -292,3 +292,14 @@ def test_a_running_answer_is_indexed_once_it_settles():
     Entry.objects.filter(pk=swept.pk).update(answer="Ice that moves.")
     Entry.objects.filter(pk=swept.pk).update(status="interrupted")
     assert indexed(swept) == "glaciers|Ice that moves."
+
+
+def test_an_import_with_lone_surrogates_comes_in_with_them_replaced(owner):
+    """JSON can carry "\\ud800"; PostgreSQL cannot store it (the import used to fail whole)."""
+    from search.export import import_history
+
+    data = {"title": "t\ud800", "entries": [{"question": "q\udfff?", "created": "2026-01-02T03:04:05+00:00",
+            "answer": "a\ud800", "sources": [{"title": "s\ud800", "url": "https://x.example"}]}]}  # fmt: skip
+    assert import_history(owner, json.dumps(data).encode()) == (1, 0)
+    entry = Entry.objects.get()
+    assert (entry.question, entry.answer, entry.sources[0]["title"]) == ("q??", "a?", "s?")

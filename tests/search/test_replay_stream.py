@@ -20,6 +20,7 @@ KEYS = [
     "answer",
     "sources",
     "related",
+    "images",
     "model",
     "backend_uuid",
     "read_write_token",
@@ -65,6 +66,12 @@ def test_each_fixture_replays_to_its_result(name, expected):
     assert (result["status"], result["answer"], len(result["sources"]), result["model"]) == expected
     for source in result["sources"]:
         assert list(source) == ["title", "url", "snippet", "date"]
+
+
+def test_generated_images_are_listed():
+    [image] = json.loads(replay(str(FIXTURES / "smdex__cli-test__img-sse-fixture.txt")))["images"]
+    assert image["caption"] == "Small blue square icon" and image["width"] == 1024
+    assert image["url"].startswith("https://user-gen-media-assets.s3.amazonaws.com/")
 
 
 def test_several_files_give_json_lines_in_order():

@@ -54,6 +54,9 @@ def as_json(result: Result) -> dict:
         "answer": result.answer,
         "sources": [s.as_dict() for s in result.sources],
         "related": result.related,
+        "images": [
+            {"url": i.url, "caption": i.caption, "width": i.width, "height": i.height} for i in result.images
+        ],
         "model": result.model,
         "backend_uuid": result.backend_uuid,
         "read_write_token": result.read_write_token,
