@@ -21,6 +21,7 @@ from accounts.models import SearchDefaults
 from accounts.services import Credential, credentials_for, credentials_for_many
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.request import AskOptions, AskRequest, FollowUp
+from search import images
 from search.display import catalogue_models
 from search.models import Entry, Thread
 from search.render import scrub
@@ -286,7 +287,9 @@ def save_run(run: Run, final: bool) -> None:
             done_ms=int((time.monotonic() - run.started) * 1000),
         )
     entry = Entry.objects.filter(pk=run.entry_id)
-    entry.update(**fields)
+    if not entry.update(**fields) and final:  # deleted while it ran: so go the images it kept since
+        images.remove([run.entry_id])
+        return
     if final and (result.read_write_token or result.thread_url_slug):
         thread_id = entry.values_list("thread_id", flat=True).first()
         thread = Thread.objects.filter(pk=thread_id)

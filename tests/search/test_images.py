@@ -226,3 +226,17 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
     monkeypatch.setattr(export, "MAX_IMPORT", 10)
     with pytest.raises(export.ImportRefused, match="file is larger than 50 MB"):
         export.import_history(owner, b"{" + b" " * 20 + b"}")
+
+
+@pytest.mark.django_db
+def test_images_kept_for_an_entry_deleted_while_it_ran_go_at_its_final_save(owner):
+    from pplxweb.perplexity.request import AskRequest
+    from search import services
+    from search.runner import Run
+
+    images.folder(424242).mkdir(parents=True)
+    (images.folder(424242) / "0.png").write_bytes(PNG)
+    services.save_run(Run(424242, owner, AskRequest("q")), final=False)
+    assert images.folder(424242).exists()  # a progress save leaves them (the final one decides)
+    services.save_run(Run(424242, owner, AskRequest("q")), final=True)
+    assert not images.folder(424242).exists()
