@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable
 
 from channels.db import database_sync_to_async
+from django.db import IntegrityError
 from django.http import Http404, QueryDict
 
 from accounts.services import catalogue
@@ -31,6 +32,27 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     outcomes: list = [None] * len(asks)
     valid = _valid_forms(asks, current, outcomes)
     people = {asks[i][0].pk: asks[i][0] for i, _ in valid}
+    try:
+        valid, started = _start(asks, valid, people, outcomes)
+    except IntegrityError:
+        # Someone was removed, or a thread deleted, between the checks and the commit: the
+        # transaction rolled back whole (no row, no token), and this time the checks see it.
+        valid, started = _start(asks, valid, people, outcomes)
+    launched = [people[pk] for pk in {e.user_id for e in started if not isinstance(e, Exception)}]
+    preloaded = services.preloads(launched, catalogue_models(current))
+    for (i, form), entry in zip(valid, started, strict=True):
+        if isinstance(entry, services.SearchRefused):
+            outcomes[i] = entry.message
+        elif isinstance(entry, Http404):
+            outcomes[i] = "That conversation was not found."
+        else:
+            request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
+            outcomes[i] = (entry, request, preloaded[entry.user_id])
+    return outcomes
+
+
+def _start(asks: list, valid: list, people: dict, outcomes: list) -> tuple[list, list]:
+    """start_searches for the valid asks of people still here: (those asks, their outcomes)."""
     defaults = services.defaults_for_many(list(people.values()))
     # someone removed from the household keeps their open socket: their rows must not be written
     # (and one such row would fail everyone's shared transaction)
@@ -46,17 +68,7 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
             for user, form in ((asks[i][0], form) for i, form in valid)
         ]
     )
-    launched = [people[pk] for pk in {e.user_id for e in started if not isinstance(e, Exception)}]
-    preloaded = services.preloads(launched, catalogue_models(current))
-    for (i, form), entry in zip(valid, started, strict=True):
-        if isinstance(entry, services.SearchRefused):
-            outcomes[i] = entry.message
-        elif isinstance(entry, Http404):
-            outcomes[i] = "That conversation was not found."
-        else:
-            request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
-            outcomes[i] = (entry, request, preloaded[entry.user_id])
-    return outcomes
+    return valid, started
 
 
 def _valid_forms(asks: list, current: dict, outcomes: list) -> list[tuple[int, SearchForm]]:

@@ -255,3 +255,38 @@ def test_a_follow_up_and_deleting_its_threads_last_entry_at_the_same_moment_both
     deleting.join(10)
     assert isinstance(outcome["entry"], Entry) and outcome["delete"].status_code == 302
     assert list(Entry.objects.values_list("question", "thread_id")) == [("again", first.thread_id)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_trip(
+    owner, member, monkeypatch
+):
+    """The removal commits after the trip read everyone's defaults: the member's rows would
+    break the shared commit. The trip is judged again and only the member is refused."""
+    from django.db import connections
+
+    from accounts.services import remove_member
+
+    link(owner)
+    read = services.defaults_for_many
+    calls = []
+
+    def defaults_then_removal(users):
+        found = read(users)
+        if not calls:  # the first time only: the member goes right after their defaults were read
+            worker = threading.Thread(
+                target=lambda: (remove_member(owner, member.pk), connections.close_all())
+            )
+            worker.start()
+            worker.join(10)
+        calls.append(len(found))
+        return found
+
+    monkeypatch.setattr(services, "defaults_for_many", defaults_then_removal)
+    prepared = starts.prepare_many(
+        [(member, _as_querydict({"q": "mine"})), (owner, _as_querydict({"q": "fine"}))]
+    )
+    assert calls == [2, 1]  # judged twice: the second time the member was gone
+    assert prepared[0] == "Your pplxweb account was removed, so nothing was started."
+    assert prepared[1][0].question == "fine"
+    assert list(Entry.objects.values_list("question", flat=True)) == ["fine"]
