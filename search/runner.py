@@ -337,6 +337,8 @@ class Run:
                             last_save = now
                             self.save_progress()
                 self._cancel_flush()
+                if self.snapshot is not self._extracted:  # the last words go out now, not after
+                    await self.update()  # the end's database work (it can queue behind others')
                 self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:

@@ -474,3 +474,29 @@ async def test_a_failed_progress_save_is_logged_and_the_end_is_still_saved(
     assert entry.status == "completed" and entry.answer == "".join(words(20))
     failures = [r for r in caplog.records if "progress save for entry" in r.getMessage()]
     assert failures and "disk full" in str(failures[0].exc_info[1])
+
+
+async def test_the_last_words_are_shown_before_the_ends_database_work(owner, alinked, upstream, monkeypatch):
+    """When the stream ends, what arrived since the last update goes out at once: the end's
+    database work (bookkeeping, the final save) may queue behind other people's on its one
+    thread, and the answer's last words used to wait for it."""
+    import time as time_module
+
+    from search import runner
+
+    monkeypatch.setattr(
+        runner, "update_every", lambda running=None: 30.0
+    )  # only the first words, then the end
+    monkeypatch.setattr(runner, "record_search", lambda *args: time_module.sleep(0.5))
+    serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "busy end"}))
+    loop = asyncio.get_running_loop()
+    await receive_until(comm, "word0")
+    last = await receive_until(comm, "word29")
+    shown = loop.time()
+    assert "status-completed" not in last[-1]
+    await receive_until(comm, "status-completed")
+    assert loop.time() - shown >= 0.4  # the end's database work came after the words
+    await comm.disconnect()
+    assert (await Entry.objects.aget()).answer == "".join(words(30))
