@@ -100,12 +100,12 @@ def delete(request: HttpRequest) -> HttpResponse:
             },
         )
     with transaction.atomic():
-        count = chosen.count()
         thread_ids = list(chosen.values_list("thread_id", flat=True).distinct())
         # Locked first, so a follow-up being started in one of them either goes in before (and
         # its thread stays) or waits and finds the thread gone ("not found"), never half of each.
         list(Thread.objects.select_for_update().filter(pk__in=thread_ids).values_list("pk"))
         gone = list(chosen.values_list("pk", flat=True))
+        count = len(gone)
         chosen.delete()
         Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True).delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images

@@ -11,9 +11,11 @@ sentence saying why in its place.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -113,6 +115,53 @@ async def keep(entry_id: int, n: int, image: Image) -> dict:
         log.exception("saving image %s of entry %s failed", n, entry_id)
         record["error"] = "This image could not be saved: pplxweb hit an error (the server log says more)."
     return record
+
+
+class Downloads:
+    """The generated images of one running answer, in the order they appeared: each is saved
+    as soon as it appears (its link expires); `on_saved` is called as each one ends."""
+
+    def __init__(self, entry_id: int, on_saved: Callable[[], None]) -> None:
+        self.entry_id = entry_id
+        self.on_saved = on_saved
+        self.tasks: dict[str, asyncio.Task] = {}  # by Image.key
+        self.given_up: dict[str, dict] = {}
+
+    def start(self, found: list[Image]) -> None:
+        for image in found[:MAX_PER_ENTRY]:
+            if image.key not in self.tasks:
+                task = asyncio.ensure_future(keep(self.entry_id, len(self.tasks), image))
+                task.add_done_callback(self._ended)
+                self.tasks[image.key] = task
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled():
+            self.on_saved()
+
+    def records(self) -> list[dict]:
+        """What the entry keeps of its images: saved, failed, or still downloading (`pending`)."""
+        out = []
+        for n, (key, task) in enumerate(self.tasks.items()):
+            if key in self.given_up:
+                out.append(self.given_up[key])
+            elif task.done() and not task.cancelled():
+                out.append(task.result())
+            else:
+                out.append({"n": n, "pending": True})
+        return out
+
+    async def finish(self) -> None:
+        """Wait for the downloads (at most TIMEOUT more); one still going is given up."""
+        pending = [task for task in self.tasks.values() if not task.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=TIMEOUT)
+        for n, (key, task) in enumerate(self.tasks.items()):
+            if not task.done() or task.cancelled():
+                task.cancel()
+                self.given_up[key] = {
+                    "n": n,
+                    "error": "This image could not be saved: the download took too long.",
+                }
 
 
 def path_of(entry_id: int, record: dict) -> Path | None:

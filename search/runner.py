@@ -105,10 +105,10 @@ class Run:
     _saving: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
-    _downloads: dict[str, asyncio.Task] = field(default_factory=dict)  # generated images, by URL
 
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
+        self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
         self.layer = get_channel_layer()
 
     # --- fragments -----------------------------------------------------------------------------
@@ -129,7 +129,7 @@ class Run:
             "error": self.error,
             "seconds": round(time.monotonic() - self.started, 1),
             "first_text": round(self.first_text_ms / 1000, 1) if self.first_text_ms else None,
-            "images": self.image_records(),
+            "images": self.downloads.records(),
             "oob": True,
         }
 
@@ -210,44 +210,11 @@ class Run:
             self.result = extract(self.snapshot, asked=self.request.options.model)
             if self.first_text_ms is None and self.result.answer:
                 self.first_text_ms = int((time.monotonic() - self.started) * 1000)
-            self.keep_images()
+            self.downloads.start(self.result.images)  # generated images: their links expire
 
-    # --- generated images ----------------------------------------------------------------------
-
-    def keep_images(self) -> None:
-        """Start saving each generated image as soon as it appears: its link expires."""
-        for image in (self.result.images if self.result else [])[: images.MAX_PER_ENTRY]:
-            key = image.url.split("?", 1)[0]
-            if key not in self._downloads:
-                task = asyncio.ensure_future(images.keep(self.entry_id, len(self._downloads), image))
-                task.add_done_callback(self._image_kept)
-                self._downloads[key] = task
-
-    def _image_kept(self, task: asyncio.Task) -> None:
-        if not self.finishing and not task.cancelled():  # show it now (the final update will anyway)
+    def _image_saved(self) -> None:
+        if not self.finishing:  # show it now (the final update will anyway)
             self._trailing = asyncio.ensure_future(self.update())
-
-    def image_records(self) -> list[dict]:
-        """What the entry keeps of its images: saved, failed, or still downloading (`pending`)."""
-        out = []
-        for n, task in enumerate(self._downloads.values()):
-            if task.done() and not task.cancelled():
-                out.append(task.result())
-            else:
-                out.append({"n": n, "pending": True})
-        return out
-
-    async def images_saved(self) -> None:
-        """Wait for the downloads (at most images.TIMEOUT more); one still going is given up."""
-        pending = [t for t in self._downloads.values() if not t.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=images.TIMEOUT)
-        for n, (key, task) in enumerate(self._downloads.items()):
-            if not task.done() or task.cancelled():
-                task.cancel()
-                record = {"n": n, "error": "This image could not be saved: the download took too long."}
-                self._downloads[key] = asyncio.get_running_loop().create_future()
-                self._downloads[key].set_result(record)
 
     async def update(self, final: bool = False) -> None:
         async with self._lock:
@@ -389,8 +356,8 @@ class Run:
     async def finish(self) -> None:
         self.finishing = True  # from here on the run is saving: never cancel it again
         self._cancel_flush()
-        self.keep_images()  # images that came with the last events
-        await self.images_saved()
+        self.downloads.start(self.result.images if self.result else [])  # with the last events
+        await self.downloads.finish()
         if self._saving is not None:  # the final save goes after it (a failure was logged)
             await asyncio.wait([self._saving])
         await self.save(final=True)

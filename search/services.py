@@ -273,7 +273,7 @@ def save_run(run: Run, final: bool) -> None:
         "heartbeat": timezone.now(),
         "first_byte_ms": run.first_byte_ms,
         "first_text_ms": run.first_text_ms,
-        "images": [record for record in run.image_records() if not record.get("pending")],
+        "images": [record for record in run.downloads.records() if not record.get("pending")],
     }
     if final:
         fields.update(

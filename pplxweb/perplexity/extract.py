@@ -45,6 +45,11 @@ class Image:
     width: int = 0
     height: int = 0
 
+    @property
+    def key(self) -> str:
+        """The image itself: its URL comes with a fresh signature in the query on each event."""
+        return self.url.split("?", 1)[0]
+
 
 @dataclass(frozen=True)
 class Result:
@@ -378,11 +383,12 @@ def _images(snapshot: Snapshot) -> list[Image]:
     def add(url: Any, name: Any, width: Any, height: Any) -> None:
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             return
-        key, text = url.split("?", 1)[0], _str(name).strip()[:300]
-        if key not in found:
-            found[key] = Image(url, text, _size(width), _size(height))
-        elif text and not found[key].caption:
-            found[key] = Image(found[key].url, text, found[key].width, found[key].height)
+        image = Image(url, _str(name).strip()[:300], _size(width), _size(height))
+        if image.key not in found:
+            found[image.key] = image
+        elif image.caption and not found[image.key].caption:
+            known = found[image.key]
+            found[image.key] = Image(known.url, image.caption, known.width, known.height)
 
     for usage in snapshot.block_order:
         block = snapshot.blocks[usage]
