@@ -5,11 +5,16 @@ from __future__ import annotations
 import io
 import json
 import re
+import tempfile
+import time
 import zipfile
+import zlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import IO
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -18,8 +23,13 @@ from search.models import Entry, Thread
 from search.render import scrub
 
 FORMAT = "pplxweb-history/1"
-MAX_IMPORT = 50 * 1024 * 1024  # history.json, or a thread's JSON
+MAX_IMPORT = 50 * 1024 * 1024  # one conversation; or a whole file not in pplxweb's own layout
 MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
+READ_BATCH = 200  # threads read per query while exporting
+WRITE_BATCH = 500  # entries written per transaction while importing
+SEND_SIZE = 256 * 1024  # the export is sent in parts of about this size
+# history.json's first line as pplxweb writes it: then one conversation per line
+LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 CITATION = re.compile(r"\[(\d{1,3})\]")
 STATUSES = {s for s, _ in Entry.Status.choices}
 
@@ -114,24 +124,87 @@ def thread_json(thread: Thread) -> dict:
     }
 
 
-def history_zip(user) -> bytes:
-    buffer = io.BytesIO()
-    threads = Thread.objects.filter(user=user).prefetch_related("entries").order_by("created")
-    everything = {"format": FORMAT, "exported": timezone.now().isoformat(), "threads": []}
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for thread in threads:
+def _threads_in_order(user) -> Iterator[Thread]:
+    """The person's threads, oldest first, with their entries: READ_BATCH threads per query, so
+    an export's memory does not grow with the history."""
+    query = Thread.objects.filter(user=user).order_by("created", "pk").prefetch_related("entries")
+    after = None
+    while True:
+        page = query
+        if after is not None:
+            page = page.filter(Q(created__gt=after.created) | Q(created=after.created, pk__gt=after.pk))
+        batch = list(page[:READ_BATCH])
+        yield from batch
+        if len(batch) < READ_BATCH:
+            return
+        after = batch[-1]
+
+
+class _Pipe:
+    """What the zip writes goes here, for the response to take: a stream with no seek, so
+    zipfile writes each member's sizes after it (any size, no going back)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self, at_least: int = 0) -> bytes:
+        """What was written since, once there is at least that much (b"" until then)."""
+        if self.size < at_least:
+            return b""
+        data = b"".join(self.chunks)
+        self.chunks.clear()
+        self.size = 0
+        return data
+
+
+def history_zip(user) -> Iterator[bytes]:
+    """The person's whole history as a zip, yielded as it is written: a conversation's Markdown
+    (and its images) at a time. history.json lists one conversation per line (valid JSON, and
+    import reads it line by line); it is gathered in a temporary file and goes last."""
+    pipe = _Pipe()
+    with (
+        tempfile.TemporaryFile(prefix="pplxweb-export-") as listing,
+        zipfile.ZipFile(pipe, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
+        listing.write(json.dumps({"format": FORMAT, "exported": timezone.now().isoformat()})[:-1].encode())
+        listing.write(b', "threads": [\n')
+        separator = b""
+        for thread in _threads_in_order(user):
             slug = re.sub(r"[^\w-]+", "-", thread.title.lower()).strip("-")[:60] or "thread"
             archive.writestr(
                 f"markdown/{thread.created:%Y-%m-%d}-{thread.pk}-{slug}.md",
                 thread_markdown(thread, in_zip=True),
             )
-            everything["threads"].append(thread_json(thread))
+            listing.write(separator + json.dumps(thread_json(thread), ensure_ascii=False).encode())
+            separator = b",\n"
             for entry in thread.entries.all():
                 for record in _kept_images(entry):
                     if name := _zip_name(entry, record):
                         archive.write(images.path_of(entry.pk, record), name, zipfile.ZIP_STORED)
-        archive.writestr("history.json", json.dumps(everything, ensure_ascii=False, indent=1))
-    return buffer.getvalue()
+                        if part := pipe.take(SEND_SIZE):
+                            yield part
+            if part := pipe.take(SEND_SIZE):
+                yield part
+        listing.write(b"\n]}\n")
+        member = zipfile.ZipInfo("history.json", time.localtime()[:6])
+        member.compress_type = zipfile.ZIP_DEFLATED
+        member.file_size = listing.tell()  # tells zipfile whether it needs ZIP64 for this one
+        listing.seek(0)
+        with archive.open(member, "w") as out:
+            while chunk := listing.read(1024 * 1024):
+                out.write(chunk)
+                if part := pipe.take(SEND_SIZE):
+                    yield part
+    yield pipe.take()  # the zip's directory, written as it closed
 
 
 def _when(value) -> datetime:
@@ -152,93 +225,147 @@ def _scrubbed(value):
     return value
 
 
-def _checked(data) -> list[dict]:
+def _parsed(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
+
+
+def _threads_of(data) -> list:
     if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("threads"), list):
-        threads = data["threads"]
-    elif isinstance(data, dict) and isinstance(data.get("entries"), list):
-        threads = [data]  # one exported thread
-    else:
-        raise ImportRefused(
-            "That is not a pplxweb history export (history.json or a thread's JSON); nothing was imported."
-        )
-    for thread in threads:
+        return data["threads"]
+    if isinstance(data, dict) and isinstance(data.get("entries"), list):
+        return [data]  # one exported thread
+    raise ImportRefused(
+        "That is not a pplxweb history export (history.json or a thread's JSON); nothing was imported."
+    )
+
+
+def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
+    """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
+    history.json has one per line and is read line by line, whatever its size; any other layout
+    (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
+    first = stream.readline(MAX_IMPORT + 1)
+    if not LISTING.fullmatch(first):
+        rest = first + stream.read(MAX_IMPORT + 1 - len(first))
+        if len(rest) > MAX_IMPORT:
+            raise ImportRefused(
+                "That file is larger than 50 MB and not laid out as pplxweb writes it; nothing was imported."
+            )
+        for thread in _threads_of(_parsed(rest)):
+            yield _checked(_scrubbed(thread))
+        return
+    while line := stream.readline(MAX_IMPORT + 1):
+        if len(line) > MAX_IMPORT:
+            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+        line = line.strip()
+        if line == b"]}":
+            return
+        if line:
+            yield _checked(_scrubbed(_parsed(line.removesuffix(b","))))
+    raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
+
+
+def _checked(thread) -> dict:
+    if not isinstance(thread, dict) or not isinstance(thread.get("entries"), list) or not thread["entries"]:
+        raise ImportRefused("A conversation in the file has no entries; nothing was imported.")
+    for entry in thread["entries"]:
         if (
-            not isinstance(thread, dict)
-            or not isinstance(thread.get("entries"), list)
-            or not thread["entries"]
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("question"), str)
+            or not entry["question"].strip()
         ):
-            raise ImportRefused("A conversation in the file has no entries; nothing was imported.")
-        for entry in thread["entries"]:
-            if (
-                not isinstance(entry, dict)
-                or not isinstance(entry.get("question"), str)
-                or not entry["question"].strip()
-            ):
-                raise ImportRefused("An entry in the file has no question; nothing was imported.")
-            if entry.get("status", "completed") not in STATUSES or not isinstance(
-                entry.get("sources", []), list
-            ):
-                raise ImportRefused("An entry in the file is malformed; nothing was imported.")
-            _when(entry.get("created"))
-    return threads
+            raise ImportRefused("An entry in the file has no question; nothing was imported.")
+        if entry.get("status", "completed") not in STATUSES or not isinstance(entry.get("sources", []), list):
+            raise ImportRefused("An entry in the file is malformed; nothing was imported.")
+        entry["created"] = _when(entry.get("created"))
+    return thread
 
 
 def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
     """Restore exported threads for `user` from the file's bytes or the (seekable) file; returns
-    (imported, skipped as already there). All or nothing."""
+    (imported, skipped as already there). All or nothing: written WRITE_BATCH entries per
+    transaction (others' searches are not held up by a large import), and what was written is
+    removed again if a later conversation is refused."""
     handle = io.BytesIO(source) if isinstance(source, bytes) else source
     size = handle.seek(0, io.SEEK_END)
     handle.seek(0)
     head = handle.read(2)
     handle.seek(0)
     archive = None
+    stream = handle
     if head == b"PK":
         if size > MAX_ZIP:
             raise ImportRefused("That zip is larger than 4 GB; nothing was imported.")
         try:
             archive = zipfile.ZipFile(handle)
-            if archive.getinfo("history.json").file_size > MAX_IMPORT:
-                raise ImportRefused("That zip's history.json is larger than 50 MB; nothing was imported.")
-            raw = archive.read("history.json")
+            stream = archive.open("history.json")
         except (zipfile.BadZipFile, KeyError):
             raise ImportRefused("That zip has no history.json in it; nothing was imported.") from None
-    else:
-        raw = handle.read(MAX_IMPORT + 1)
-        if len(raw) > MAX_IMPORT:
-            raise ImportRefused("That file is larger than 50 MB; nothing was imported.")
+    made: list[int] = []  # threads written: removed again if the import fails
+    written: list[int] = []  # entries whose images were written: likewise
     try:
-        data = json.loads(raw)
-    except ValueError:
-        raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
-    threads = _checked(_scrubbed(data))
-    written: list[int] = []  # entries whose images were written: removed again if the import fails
-    try:
-        return _import(user, threads, archive, written)
-    except BaseException:
+        return _import(user, _read_threads(stream), archive, made, written)
+    except BaseException as exc:
+        for start in range(0, len(made), WRITE_BATCH):
+            Thread.objects.filter(pk__in=made[start : start + WRITE_BATCH]).delete()
         images.remove(written)
+        if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
+            raise ImportRefused("That zip is damaged; nothing was imported.") from None
         raise
 
 
+def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
+    """Whole conversations, about WRITE_BATCH entries at a time."""
+    batch: list[dict] = []
+    count = 0
+    for thread in threads:
+        batch.append(thread)
+        count += len(thread["entries"])
+        if count >= WRITE_BATCH:
+            yield batch
+            batch, count = [], 0
+    if batch:
+        yield batch
+
+
 def _import(
-    user, threads: list[dict], archive: zipfile.ZipFile | None, written: list[int]
+    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, made: list[int], written: list[int]
 ) -> tuple[int, int]:
     imported = skipped = 0
-    with transaction.atomic():
-        for thread in threads:
-            first = thread["entries"][0]
-            created = _when(first["created"])
-            if Entry.objects.filter(thread__user=user, question=first["question"], created=created).exists():
-                skipped += 1
-                continue
-            new = Thread.objects.create(
-                user=user,
-                title=str(thread.get("title") or first["question"])[:300],
-                read_write_token=str(thread.get("read_write_token") or "")[:200],
-                thread_url_slug=str(thread.get("thread_url_slug") or "")[:200],
+    for batch in _batches(threads):
+        with transaction.atomic():
+            # a conversation is already here when its first question was asked at the same moment
+            firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
+            here = set(
+                Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
+                    "question", "created"
+                )
             )
-            for item in thread["entries"]:
-                entry = Entry.objects.create(
-                    thread=new,
+            new = []
+            for thread in batch:
+                first = thread["entries"][0]
+                if (first["question"], first["created"]) in here:
+                    skipped += 1
+                    continue
+                here.add((first["question"], first["created"]))
+                new.append(thread)
+            if not new:
+                continue
+            rows = Thread.objects.bulk_create(
+                Thread(
+                    user=user,
+                    title=str(t.get("title") or t["entries"][0]["question"])[:300],
+                    read_write_token=str(t.get("read_write_token") or "")[:200],
+                    thread_url_slug=str(t.get("thread_url_slug") or "")[:200],
+                )
+                for t in new
+            )
+            made.extend(row.pk for row in rows)
+            entries = Entry.objects.bulk_create(
+                Entry(
+                    thread=row,
                     user=user,
                     question=item["question"],
                     status=item.get("status") or "completed",
@@ -252,13 +379,39 @@ def _import(
                     error=str(item.get("error") or ""),
                     backend_uuid=str(item.get("backend_uuid") or "")[:200],
                 )
-                kept = _import_images(entry.pk, item.get("images"), archive)
-                if kept:
+                for row, t in zip(rows, new, strict=True)
+                for item in t["entries"]
+            )
+            items = [item for t in new for item in t["entries"]]
+            for entry, item in zip(entries, items, strict=True):
+                # created is set by the database on insert: the file's own moment goes in after
+                entry.created = item["created"]
+                entry.images = _import_images(entry.pk, item.get("images"), archive)
+                if entry.images:
                     written.append(entry.pk)
-                Entry.objects.filter(pk=entry.pk).update(created=_when(item["created"]), images=kept)
-            Thread.objects.filter(pk=new.pk).update(created=created)
-            imported += 1
+            _set(entries, "created", "images")
+            for row, t in zip(rows, new, strict=True):
+                row.created = t["entries"][0]["created"]
+            _set(rows, "created")
+            imported += len(new)
     return imported, skipped
+
+
+def _set(rows: list, *names: str) -> None:
+    """UPDATE these fields of these rows to their values, one statement run for all the rows
+    (bulk_update builds a CASE expression per row and field: most of an import's time)."""
+    meta = rows[0]._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "  # noqa: S608 - names from the model
+            f"WHERE {quote(meta.pk.column)} = %s",
+            [
+                [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+                for row in rows
+            ],
+        )
 
 
 def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> list[dict]:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-os.environ["PPLXWEB_DATA_DIR"] = tempfile.mkdtemp(prefix="pplxweb-bench-")
+os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-bench-"))
 os.environ.pop("DATABASE_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
 

@@ -3,7 +3,9 @@ reloading mid-answer, finding it in history, exporting, unlinking; once more on 
 
 from __future__ import annotations
 
+import json
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,17 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     assert download.suggested_filename.endswith(".md")
     text = Path(await download.path()).read_text()  # a small local file
     assert "## What is the capital of France?" in text and "[^1]: [Paris - Wikipedia]" in text
+    # and the whole history, streamed while it is written
+    await page.goto(f"{base}/history/")
+    async with page.expect_download() as download_info:
+        await page.click("text=Download everything")
+    download = await download_info.value
+    assert download.suggested_filename.endswith(".zip")
+    archive = zipfile.ZipFile(await download.path())
+    listed = json.loads(archive.read("history.json"))["threads"]
+    assert sum(len(t["entries"]) for t in listed) == await Entry.objects.acount() == 5
+    [saved] = [i["file"] for t in listed for e in t["entries"] for i in e["images"]]
+    assert archive.read(saved).startswith(b"\x89PNG")
     # unlink
     await page.goto(f"{base}/settings/")
     await page.click("button[name=unlink]")

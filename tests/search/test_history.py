@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 import zipfile
 from datetime import timedelta
 
@@ -35,6 +36,15 @@ def make(
         Entry.objects.filter(pk=entry.pk).update(created=timezone.now() - timedelta(days=days_ago))
         entry.refresh_from_db()
     return entry
+
+
+def downloaded(response) -> bytes:
+    """A streamed response's body. The export streams from an async generator (as daphne serves
+    it); the test client reads that whole, with a warning meant for sync servers."""
+    assert response.status_code == 200 and response.streaming
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "StreamingHttpResponse must consume asynchronous iterators")
+        return b"".join(response)
 
 
 WIKI = {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "snippet": "", "date": ""}
@@ -161,7 +171,7 @@ def test_export_a_thread_as_markdown_and_json(owner_client, owner):
 def test_export_everything_and_import_it_back_skipping_what_is_there(owner_client, owner, member, client):
     make(owner, "first", answer="one [1]", sources=[WIKI])
     make(owner, "second", answer="two")
-    archive = zipfile.ZipFile(io.BytesIO(owner_client.get(reverse("search:export_all")).content))
+    archive = zipfile.ZipFile(io.BytesIO(downloaded(owner_client.get(reverse("search:export_all")))))
     names = archive.namelist()
     assert "history.json" in names and sum(n.endswith(".md") for n in names) == 2
     raw = archive.read("history.json")
@@ -173,7 +183,7 @@ def test_export_everything_and_import_it_back_skipping_what_is_there(owner_clien
     assert mine.get(question="first").sources == [WIKI]
     response = client.post(reverse("search:import"), {"file": io.BytesIO(raw)}, follow=True)
     assert "Imported 0 conversation(s); 2 were already here." in response.content.decode()
-    zipped = owner_client.get(reverse("search:export_all")).content
+    zipped = downloaded(owner_client.get(reverse("search:export_all")))
     response = owner_client.post(reverse("search:import"), {"file": io.BytesIO(zipped)}, follow=True)
     assert "2 were already here" in response.content.decode()
 
@@ -234,7 +244,7 @@ def test_each_person_sees_only_their_own(client, owner, member):
     assert client.get(reverse("search:export_thread", args=[mine.thread_id, "json"])).status_code == 404
     assert (
         "owner secret"
-        not in zipfile.ZipFile(io.BytesIO(client.get(reverse("search:export_all")).content))
+        not in zipfile.ZipFile(io.BytesIO(downloaded(client.get(reverse("search:export_all")))))
         .read("history.json")
         .decode()
     )
@@ -303,3 +313,69 @@ def test_an_import_with_lone_surrogates_comes_in_with_them_replaced(owner):
     assert import_history(owner, json.dumps(data).encode()) == (1, 0)
     entry = Entry.objects.get()
     assert (entry.question, entry.answer, entry.sources[0]["title"]) == ("q??", "a?", "s?")
+
+
+def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
+    """A conversation at a time (READ_BATCH per query): memory does not grow with the history."""
+    from search import export
+
+    monkeypatch.setattr(export, "READ_BATCH", 2)
+    monkeypatch.setattr(export, "SEND_SIZE", 1)
+    for i in range(5):
+        make(owner, f"question {i}", answer=f"answer {i}", days_ago=5 - i)
+    parts = export.history_zip(owner)
+    with CaptureQueriesContext(connection) as read:
+        first = next(parts)
+    assert first.startswith(b"PK") and len(read) == 2  # two threads and their entries, no more
+    archive = zipfile.ZipFile(io.BytesIO(first + b"".join(parts)))
+    assert archive.testzip() is None
+    assert sum(n.startswith("markdown/") for n in archive.namelist()) == 5
+    raw = archive.read("history.json")
+    listed = json.loads(raw)  # one JSON document...
+    assert [t["entries"][0]["question"] for t in listed["threads"]] == [f"question {i}" for i in range(5)]
+    lines = raw.decode().splitlines()  # ...with one conversation per line, as import reads it
+    assert len(lines) == 7 and json.loads(lines[3].rstrip(","))["title"] == "question 2"
+
+
+def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, monkeypatch):
+    from search import export
+
+    for i in range(5):
+        make(owner, f"question {i}", answer="x" * 300, days_ago=5 - i)
+    raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
+    monkeypatch.setattr(export, "MAX_IMPORT", 1000)  # each conversation fits, the file does not
+    monkeypatch.setattr(export, "WRITE_BATCH", 2)  # three transactions
+    assert len(raw) > 3000
+    assert export.import_history(member, raw) == (5, 0)
+    originals = Entry.objects.filter(user=owner).order_by("created")
+    copies = Entry.objects.filter(user=member).order_by("created")
+    assert [(e.question, e.created) for e in copies] == [(e.question, e.created) for e in originals]
+    assert [e.thread.created for e in copies] == [e.created for e in originals]
+    assert export.import_history(member, raw) == (0, 5)
+
+    # the same file laid out another way must fit in MAX_IMPORT whole
+    indented = json.dumps(json.loads(raw), indent=1).encode()
+    with pytest.raises(export.ImportRefused, match="larger than 50 MB and not laid out as pplxweb"):
+        export.import_history(member, indented)
+    # one conversation too large
+    monkeypatch.setattr(export, "MAX_IMPORT", 200)
+    with pytest.raises(export.ImportRefused, match="A conversation in that file is larger than 50 MB"):
+        export.import_history(member, raw)
+    # a file cut short
+    monkeypatch.setattr(export, "MAX_IMPORT", 1000)
+    with pytest.raises(export.ImportRefused, match="ends before its last conversation"):
+        export.import_history(member, raw[: raw.rindex(b"\n]}")])
+
+
+def test_a_refusal_late_in_a_large_import_takes_back_what_was_written(owner, member, monkeypatch):
+    from search import export
+
+    monkeypatch.setattr(export, "WRITE_BATCH", 1)
+    for i in range(4):
+        make(owner, f"question {i}", days_ago=4 - i)
+    raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
+    lines = raw.split(b"\n")
+    lines[4] = b'{"entries": [{"question": "late", "created": "not a date"}]}'  # the last conversation
+    with pytest.raises(export.ImportRefused, match="not a date"):
+        export.import_history(member, b"\n".join(lines))
+    assert not Entry.objects.filter(user=member).exists() and not Thread.objects.filter(user=member).exists()

@@ -167,7 +167,7 @@ def test_the_history_zip_carries_the_images_and_importing_it_restores_them(owner
     )
     images.folder(entry.pk).mkdir(parents=True)
     (images.folder(entry.pk) / "0.png").write_bytes(PNG)
-    archive = zipfile.ZipFile(io.BytesIO(export.history_zip(owner)))
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner))))
     assert archive.read(f"images/{entry.pk}-0.png") == PNG
     [markdown] = [n for n in archive.namelist() if n.startswith("markdown/")]
     text = archive.read(markdown).decode()
@@ -175,7 +175,7 @@ def test_the_history_zip_carries_the_images_and_importing_it_restores_them(owner
     listed = json.loads(archive.read("history.json"))["threads"][0]["entries"][0]["images"]
     assert [i["file"] for i in listed] == [f"images/{entry.pk}-0.png", None]
 
-    assert export.import_history(member, export.history_zip(owner)) == (1, 0)
+    assert export.import_history(member, b"".join(export.history_zip(owner))) == (1, 0)
     copy = Entry.objects.get(user=member)
     assert copy.images[0] == {
         "n": 0,
@@ -211,7 +211,7 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
     )  # fmt: skip
     images.folder(entry.pk).mkdir(parents=True)
     (images.folder(entry.pk) / "0.png").write_bytes(PNG)
-    archive = export.history_zip(owner)
+    archive = b"".join(export.history_zip(owner))
     Entry.objects.all().delete()
     images.remove([entry.pk])
     upload = SimpleUploadedFile("history.zip", archive, content_type="application/zip")
@@ -240,3 +240,28 @@ def test_images_kept_for_an_entry_deleted_while_it_ran_go_at_its_final_save(owne
     assert images.folder(424242).exists()  # a progress save leaves them (the final one decides)
     services.save_run(Run(424242, owner, AskRequest("q")), final=True)
     assert not images.folder(424242).exists()
+
+
+@pytest.mark.django_db
+def test_a_damaged_zip_is_refused_and_what_was_written_before_is_taken_back(owner, member, monkeypatch):
+    from search.models import Thread
+
+    monkeypatch.setattr(export, "WRITE_BATCH", 1)  # the first conversation is in before the fault shows
+    for n, question in enumerate(("first", "second")):
+        entry = Entry.objects.create(
+            thread=Thread.objects.create(user=owner, title=question), question=question, status="completed",
+            images=[{"n": 0, "caption": "c", "file": "0.png"}],
+        )  # fmt: skip
+        images.folder(entry.pk).mkdir(parents=True)
+        (images.folder(entry.pk) / "0.png").write_bytes(PNG[:-12] + bytes([n]) * 12)
+    archive = b"".join(export.history_zip(owner))
+    assert export.import_history(member, archive) == (2, 0)  # whole, it imports
+    images.remove(Entry.objects.filter(user=member).values_list("pk", flat=True))
+    Thread.objects.filter(user=member).delete()
+    damaged = archive.replace(bytes([1]) * 12, bytes([2]) * 12)  # the second image: its CRC no longer matches
+    with pytest.raises(export.ImportRefused, match="That zip is damaged; nothing was imported"):
+        export.import_history(member, damaged)
+    assert not Thread.objects.filter(user=member).exists()
+    assert sorted(p.name for p in images.folder(0).parent.iterdir()) == sorted(
+        str(e.pk) for e in Entry.objects.filter(user=owner)
+    )  # the first copy's image went too
