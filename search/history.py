@@ -25,6 +25,15 @@ MAX_PAGE = 200
 CANDIDATES = 2000
 START, STOP = "\x02", "\x03"
 WORD = re.compile(r"\w+", re.UNICODE)
+# Markdown's marks, in an excerpt of an answer (a piece of it: a mark may have lost its other half)
+MARKS = [
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1"),  # [text](url) -> text
+    (re.compile(r"[ \t]*\[\d{1,3}\]"), ""),  # citations
+    (re.compile(r"(?m)^[ \t|:-]*-{3,}[ \t|:-]*$"), ""),  # rules, a table's header line
+    (re.compile(r"(?m)^[ \t]*(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+"), ""),  # headings, quotes, list items
+    (re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|\|"), ""),  # emphasis, code, tables
+    (re.compile(r"\s+"), " "),
+]
 
 
 class QueryTooLong(Exception):
@@ -53,6 +62,13 @@ def fts5_query(text: str, prefix_last: bool = True) -> str:
     if terms and prefix_last:
         terms[-1] += "*"
     return " ".join(terms)
+
+
+def plain(excerpt: str) -> str:
+    """An answer's excerpt as plain words: a list shows "Paris is the capital", not "**capital** [1]"."""
+    for pattern, replacement in MARKS:
+        excerpt = pattern.sub(replacement, excerpt)
+    return excerpt.strip()
 
 
 def highlight(snippet: str) -> SafeString:
@@ -90,7 +106,10 @@ def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> lis
     )
     if before_id:
         entries = entries.filter(pk__lt=before_id)
-    return list(entries.order_by("-pk")[: max(1, min(size, MAX_PAGE))])
+    rows = list(entries.order_by("-pk")[: max(1, min(size, MAX_PAGE))])
+    for row in rows:
+        row.preview = plain(row.preview or "")
+    return rows
 
 
 def search(
@@ -115,7 +134,7 @@ def search(
         .select_related("thread")
         .defer("answer", "steps", "options", "related")
     }
-    return [(rows[i], highlight(q), highlight(a)) for i, q, a in ids if i in rows]
+    return [(rows[i], highlight(q), highlight(plain(a))) for i, q, a in ids if i in rows]
 
 
 def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:

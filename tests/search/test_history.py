@@ -379,3 +379,11 @@ def test_a_refusal_late_in_a_large_import_takes_back_what_was_written(owner, mem
     with pytest.raises(export.ImportRefused, match="not a date"):
         export.import_history(member, b"\n".join(lines))
     assert not Entry.objects.filter(user=member).exists() and not Thread.objects.filter(user=member).exists()
+
+
+def test_excerpts_show_an_answers_words_not_its_markdown(owner_client, owner):
+    make(owner, "capital?", answer="## Paris\n\nParis is the **capital** of [France](https://x.example) [1].\n\n- `Seine`")
+    page = owner_client.get(reverse("search:history")).content.decode()
+    assert "Paris Paris is the capital of France. Seine" in page
+    found = owner_client.get(reverse("search:history"), {"q": "capital"}).content.decode()
+    assert "is the <mark>capital</mark> of France." in found and "**" not in found and "[1]" not in found
