@@ -391,8 +391,9 @@ def _import(
                     written.append(entry.pk)
             _set(entries, "created", "images")
             for row, t in zip(rows, new, strict=True):
-                row.created = t["entries"][0]["created"]
-            _set(rows, "created")
+                # its own moments, not the import's: Recent and follow-ups order by them
+                row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
+            _set(rows, "created", "updated")
             imported += len(new)
     return imported, skipped
 

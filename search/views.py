@@ -13,6 +13,8 @@ from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
 
+RECENT = 8  # conversations listed under the box on the search page
+
 
 def _form(user, initial_q: str = "", thread: Thread | None = None) -> SearchForm:
     defaults = services.defaults_for(user)
@@ -26,10 +28,11 @@ def home(request: HttpRequest) -> HttpResponse:
     """The search box. `?q=` pre-fills it; the page's script then asks over the socket (which
     checks the origin), so a link from another site cannot spend anybody's searches."""
     question = request.GET.get("q", "")[:8000]
+    recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     return render(
         request,
         "search/home.html",
-        {"form": _form(request.user, question), "autoask": bool(question.strip())},
+        {"form": _form(request.user, question), "autoask": bool(question.strip()), "recent": recent},
     )
 
 

@@ -104,10 +104,15 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     fourth = page.locator("article.entry").nth(3)
     await expect(fourth.locator(".answer")).to_contain_text("slow part 79", timeout=15000)
     await expect(fourth.locator(".status-completed")).to_be_visible(timeout=20000)
+    # a new conversation from the search page, which lists the recent ones until it starts;
     # a generated image (the capture, its link pointed at the fake) is kept and shown from pplxweb
+    await page.goto(f"{base}/")
+    await expect(page.locator(".recent li")).to_have_count(1)
+    await expect(page.locator(".recent")).to_contain_text("What is the capital of France?")
     control(fake_perplexity, ask={"fixture": "smdex__cli-test__img-sse-fixture.txt", "pace": 0.02})
     await ask(page, "generate a small blue square icon")
-    fifth = page.locator("article.entry").nth(4)
+    fifth = page.locator("article.entry").nth(0)
+    await expect(page.locator(".recent")).to_be_hidden()
     await expect(fifth.locator(".status-completed")).to_be_visible(timeout=15000)
     picture = fifth.locator(".images img")
     await expect(picture).to_have_attribute("alt", "Small blue square icon")

@@ -351,6 +351,7 @@ def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, m
     copies = Entry.objects.filter(user=member).order_by("created")
     assert [(e.question, e.created) for e in copies] == [(e.question, e.created) for e in originals]
     assert [e.thread.created for e in copies] == [e.created for e in originals]
+    assert [e.thread.updated for e in copies] == [e.created for e in originals]  # one entry each
     assert export.import_history(member, raw) == (0, 5)
 
     # the same file laid out another way must fit in MAX_IMPORT whole
@@ -382,7 +383,11 @@ def test_a_refusal_late_in_a_large_import_takes_back_what_was_written(owner, mem
 
 
 def test_excerpts_show_an_answers_words_not_its_markdown(owner_client, owner):
-    make(owner, "capital?", answer="## Paris\n\nParis is the **capital** of [France](https://x.example) [1].\n\n- `Seine`")
+    make(
+        owner,
+        "capital?",
+        answer="## Paris\n\nParis is the **capital** of [France](https://x.example) [1].\n\n- `Seine`",
+    )
     page = owner_client.get(reverse("search:history")).content.decode()
     assert "Paris Paris is the capital of France. Seine" in page
     found = owner_client.get(reverse("search:history"), {"q": "capital"}).content.decode()

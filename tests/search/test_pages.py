@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
+from django.utils import timezone
 
 from search import runner, services
 from search.models import Entry, Thread
@@ -177,3 +180,22 @@ def test_search_limits_refuse_with_a_sentence_and_spend_nothing_on_a_refusal(own
     with pytest.raises(services.SearchRefused, match=f"That is {services.PER_MINUTE} searches this minute"):
         start("one too many")
     assert Entry.objects.count() == services.PER_MINUTE
+
+
+async def test_the_search_page_lists_recent_conversations(owner, member):
+    for i in range(10):
+        await Thread.objects.acreate(user=owner, title=f"conversation {i}")
+    await Thread.objects.acreate(user=member, title="not yours")
+    await Thread.objects.filter(title="conversation 2").aupdate(updated=timezone.now() + timedelta(minutes=1))
+    page = (await (await client_for(owner)).get(reverse("search:home"))).content.decode()
+    listed = re.findall(r'<a href="/thread/\d+/">(conversation \d)</a>', page)
+    assert listed == [
+        "conversation 2",
+        *(f"conversation {i}" for i in (9, 8, 7, 6, 5, 4, 3)),
+    ]  # a follow-up moves it up
+    assert "not yours" not in page
+    theirs = (await (await client_for(member)).get(reverse("search:home"))).content.decode()
+    assert "not yours" in theirs and "conversation 2" not in theirs
+    await Thread.objects.filter(user=member).adelete()
+    blank = (await (await client_for(member)).get(reverse("search:home"))).content.decode()
+    assert "Recent conversations" not in blank
