@@ -95,40 +95,43 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def populate(count: int):
+def entry(rng: random.Random, thread):
+    """A typical answer for the history benchmark: a few paragraphs and sources."""
+    from search.models import Entry
+
+    return Entry(
+        thread=thread,
+        user_id=thread.user_id,
+        question=sentence(rng, rng.randint(5, 14)).rstrip(".") + "?",
+        answer="\n\n".join(sentence(rng, rng.randint(15, 30)) for _ in range(rng.randint(4, 12))),
+        sources=[
+            {
+                "title": sentence(rng, 4),
+                "url": f"https://{rng.choice(WORDS)}.example/{i}",
+                "snippet": "",
+                "date": "",
+            }
+            for i in range(rng.randint(3, 10))
+        ],
+        status="completed",
+        model=rng.choice(["pplx_pro", "gpt55", "claude50sonnet"]),
+    )
+
+
+def populate(count: int, make=entry, seed: int = 7):
+    """A person with `count` one-answer conversations, each answer made by make(rng, thread)."""
     from django.contrib.auth import get_user_model
 
     from search.models import Entry, Thread
 
-    rng = random.Random(7)
+    rng = random.Random(seed)
     user = get_user_model().objects.create_user(username="bench", password="x" * 12)
     batch = 2000
     for start in range(0, count, batch):
         threads = Thread.objects.bulk_create(
-            [Thread(user=user, title=f"thread {start + i}") for i in range(batch)]
+            [Thread(user=user, title=f"thread {start + i}") for i in range(min(batch, count - start))]
         )
-        Entry.objects.bulk_create(
-            [
-                Entry(
-                    thread=thread,
-                    user=user,
-                    question=sentence(rng, rng.randint(5, 14)).rstrip(".") + "?",
-                    answer="\n\n".join(sentence(rng, rng.randint(15, 30)) for _ in range(rng.randint(4, 12))),
-                    sources=[
-                        {
-                            "title": sentence(rng, 4),
-                            "url": f"https://{rng.choice(WORDS)}.example/{i}",
-                            "snippet": "",
-                            "date": "",
-                        }
-                        for i in range(rng.randint(3, 10))
-                    ],
-                    status="completed",
-                    model=rng.choice(["pplx_pro", "gpt55", "claude50sonnet"]),
-                )
-                for thread in threads
-            ]
-        )
+        Entry.objects.bulk_create(make(rng, thread) for thread in threads)
     return user
 
 
