@@ -30,6 +30,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VERSION = __version__
 
 DATA_DIR = data_dir(ENV, BASE_DIR)
+# Large temporary files (uploads, the request bodies behind them, an export's history.json) go
+# here, on the data dir's disk, not in /tmp: on many systems /tmp is a tmpfs, that is memory.
+TEMP_DIR = DATA_DIR / "tmp"
+TEMP_DIR.mkdir(mode=0o700, exist_ok=True)
+FILE_UPLOAD_TEMP_DIR = str(TEMP_DIR)
 SECRET_KEY = secret_key(ENV, DATA_DIR)
 FIELD_ENCRYPTION_KEYS = field_keys(ENV, DATA_DIR)
 

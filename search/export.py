@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import IO
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -172,7 +173,7 @@ def history_zip(user) -> Iterator[bytes]:
     import reads it line by line); it is gathered in a temporary file and goes last."""
     pipe = _Pipe()
     with (
-        tempfile.TemporaryFile(prefix="pplxweb-export-") as listing,
+        tempfile.TemporaryFile(prefix="export-", dir=settings.TEMP_DIR) as listing,
         zipfile.ZipFile(pipe, "w", zipfile.ZIP_DEFLATED) as archive,
     ):
         listing.write(json.dumps({"format": FORMAT, "exported": timezone.now().isoformat()})[:-1].encode())

@@ -186,3 +186,24 @@ def test_a_member_cannot_manage_the_household(member_client, owner, django_user_
     assert response.status_code == 302  # to sign-in: only the owner passes
     assert django_user_model.objects.filter(pk=owner.pk).exists()
     assert "Add a person" not in member_client.get(reverse("accounts:settings")).content.decode()
+
+
+def test_serve_keeps_temporary_files_in_the_data_dir(settings, monkeypatch):
+    """/tmp is often a tmpfs (memory): an upload, the request body behind it, an export's listing
+    go to the data dir's disk instead."""
+    import os
+    import tempfile
+    import time
+
+    from accounts.management.commands.serve import use_temp_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)  # put back after the test
+    stale, fresh = settings.TEMP_DIR / "stale-upload", settings.TEMP_DIR / "fresh-upload"
+    stale.write_bytes(b"left by a crash")
+    fresh.write_bytes(b"another process's, in use")
+    os.utime(stale, (time.time() - 2 * 86400,) * 2)
+    use_temp_dir()
+    assert tempfile.gettempdir() == str(settings.TEMP_DIR) == settings.FILE_UPLOAD_TEMP_DIR
+    assert settings.TEMP_DIR.parent == settings.DATA_DIR
+    assert not stale.exists() and fresh.exists()
+    fresh.unlink()

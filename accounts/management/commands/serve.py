@@ -36,6 +36,20 @@ def _save_runs_on_shutdown() -> None:
     reactor.addSystemEventTrigger("before", "shutdown", save)
 
 
+def use_temp_dir(max_age: float = 86400) -> None:
+    """This process's temporary files (Django spools a request's body with tempfile's default)
+    go to settings.TEMP_DIR; leftovers of a crash older than a day are removed."""
+    import contextlib
+    import tempfile
+    import time
+
+    tempfile.tempdir = str(settings.TEMP_DIR)
+    for leftover in settings.TEMP_DIR.iterdir():
+        with contextlib.suppress(FileNotFoundError):  # another process's, gone meanwhile
+            if leftover.is_file() and leftover.stat().st_mtime < time.time() - max_age:
+                leftover.unlink()
+
+
 class Command(BaseCommand):
     help = "Prepare the database and static files, then serve pplxweb on PPLXWEB_BIND."
 
@@ -43,6 +57,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-serve", action="store_true", help="prepare, then exit")
 
     def handle(self, *args, **options) -> None:
+        use_temp_dir()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         for line in self.prepare():
