@@ -16,11 +16,25 @@ from search.models import Entry, Thread
 RECENT = 8  # conversations listed under the box on the search page
 
 
-def _form(user, initial_q: str = "", thread: Thread | None = None) -> SearchForm:
-    defaults = services.defaults_for(user)
-    return SearchForm(
-        initial={"q": initial_q, "thread": thread.pk if thread else None, **defaults.as_initial()}
-    )
+def _form(user, initial_q: str = "", thread: Thread | None = None, options: dict | None = None) -> SearchForm:
+    """The search box, its options pre-set from the person's defaults (or from `options`)."""
+    initial = services.defaults_for(user).as_initial()
+    if options is not None:
+        saved = services.options_from_json(options)
+        initial = {
+            **initial,
+            "model": saved.model,
+            "mode": saved.mode,
+            "sources": list(saved.sources),
+            "recency": saved.recency,
+            "after": saved.after,
+            "before": saved.before,
+            "include_domains": ", ".join(saved.include_domains),
+            "exclude_domains": ", ".join(saved.exclude_domains),
+            "language": saved.language,
+            "incognito": saved.incognito,
+        }
+    return SearchForm(initial={"q": initial_q, "thread": thread.pk if thread else None, **initial})
 
 
 @require_GET
@@ -28,6 +42,15 @@ def home(request: HttpRequest) -> HttpResponse:
     """The search box. `?q=` pre-fills it; the page's script then asks over the socket (which
     checks the origin), so a link from another site cannot spend anybody's searches."""
     question = request.GET.get("q", "")[:8000]
+    again = request.GET.get("again", "")
+    if again.isdigit() and len(again) < 19:
+        # "Edit and ask again": an earlier question with its options, to change before asking
+        entry = services.entry_for(request.user, int(again))
+        return render(
+            request,
+            "search/home.html",
+            {"form": _form(request.user, entry.question, options=entry.options), "options_open": True},
+        )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     return render(
         request,

@@ -199,3 +199,29 @@ async def test_the_search_page_lists_recent_conversations(owner, member):
     await Thread.objects.filter(user=member).adelete()
     blank = (await (await client_for(member)).get(reverse("search:home"))).content.decode()
     assert "Recent conversations" not in blank
+
+
+async def test_edit_and_ask_again_fills_the_box_with_the_question_and_its_options(owner, member):
+    thread = await Thread.objects.acreate(user=owner, title="t")
+    options = {"model": "pplx_pro", "mode": "research", "sources": ["scholar"], "recency": "",
+               "after": "2026-01-02", "include_domains": ["nature.com"], "language": "de", "incognito": False}  # fmt: skip
+    entry = await Entry.objects.acreate(
+        thread=thread, question="Why is the sky blue?", status="completed", options=options
+    )
+    page = (await (await client_for(owner)).get(reverse("search:home"), {"again": entry.pk})).content.decode()
+    assert "Why is the sky blue?</textarea>" in page and "data-autoask" not in page
+    assert '<details class="options" open>' in page
+    assert re.search(r'<option value="research" selected>', page)
+    assert re.search(r'value="scholar"[^>]*checked', page) and 'value="2026-01-02"' in page
+    assert 'value="nature.com"' in page and 'value="de"' in page
+    assert "<legend>Sources</legend>" in page and 'for=""' not in page  # the checkboxes' group is named
+    assert (
+        'aria-describedby="id_include_domains_helptext"' in page
+        and 'id="id_include_domains_helptext"' in page
+    )
+    assert not re.search(r'name="incognito"[^>]*checked', page)
+    assert not await Entry.objects.exclude(pk=entry.pk).aexists()  # nothing asked yet
+    other = await (await client_for(member)).get(reverse("search:home"), {"again": entry.pk})
+    assert other.status_code == 404
+    shown = (await (await client_for(owner)).get(reverse("search:thread", args=[thread.pk]))).content.decode()
+    assert f'href="/?again={entry.pk}"' in shown
