@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import date
 
 from asgiref.sync import sync_to_async
@@ -14,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import export, history, images, services
+from search import export, forget, history, images, services
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
 
@@ -99,19 +100,37 @@ def delete(request: HttpRequest) -> HttpResponse:
                 "entries": chosen.select_related("thread")[:200],
                 "count": chosen.count(),
                 "everything": everything,
+                "on_perplexity": forget.count(chosen),
+                "at_most": forget.MAX,
             },
         )
+    upstream = request.POST.get("upstream") == "1"
+    if upstream and forget.count(chosen) > forget.MAX:  # the page did not offer it
+        messages.error(request, forget.TOO_MANY)
+        return redirect("search:history")
     with transaction.atomic():
         thread_ids = list(chosen.values_list("thread_id", flat=True).distinct())
         # Locked first, so a follow-up being started in one of them either goes in before (and
         # its thread stays) or waits and finds the thread gone ("not found"), never half of each.
         list(Thread.objects.select_for_update().filter(pk__in=thread_ids).values_list("pk"))
+        known = forget.first_answers(thread_ids) if upstream else {}
         gone = list(chosen.values_list("pk", flat=True))
         count = len(gone)
         chosen.delete()
-        Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True).delete()
+        emptied = Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True)
+        conversations = [
+            replace(known[pk], read_write_token=token)
+            for pk, token in emptied.order_by("-updated").values_list("pk", "read_write_token")
+            if pk in known
+        ]
+        emptied.delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images
-    messages.success(request, f"Deleted {count} entr{'y' if count == 1 else 'ies'}.")
+    said = f"Deleted {count} entr{'y' if count == 1 else 'ies'}."
+    if conversations:  # after the commit: this waits for Perplexity
+        done, outcome = forget.forget(request.user, conversations)
+        (messages.success if done else messages.warning)(request, f"{said} {outcome}")
+    else:
+        messages.success(request, said)
     return redirect("search:history")
 
 

@@ -6,6 +6,7 @@ from accounts.services.credentials import (
     NoCredential,
     credentials_for,
     credentials_for_many,
+    keep_rotated_cookies,
     record_search,
 )
 from accounts.services.link import (
@@ -36,8 +37,8 @@ from accounts.services.people import (
 __all__ = [
     "Credential", "LinkError", "ModelChoice", "NoCredential", "SetupClosed", "add_member",
     "catalogue", "create_owner", "credentials_for", "credentials_for_many", "ensure_owner_from_env",
-    "household",
-    "issue_setup_code", "link_with_cookies", "make_client", "model_choices", "needs_setup",
+    "household", "issue_setup_code", "keep_rotated_cookies", "link_with_cookies", "make_client",
+    "model_choices", "needs_setup",
     "record_search", "refresh_catalogue", "remove_api_key", "remove_member", "set_api_key",
     "set_shared", "setup_code_matches", "start_link", "test_connection", "unlink",
     "verify_code", "verify_totp",

@@ -71,8 +71,6 @@ def credentials_for_many(users: list) -> dict[int, Credential | None]:
 
 def record_search(user, credential: Credential, cookies: dict | None = None) -> None:
     """After a search: when, with what, and the session cookie as Perplexity rotated it."""
-    import json
-
     now = timezone.now()
     account = credential.account
     updates = {"last_search_at": now, "last_credential": credential.kind}
@@ -81,7 +79,15 @@ def record_search(user, credential: Credential, cookies: dict | None = None) -> 
     PerplexityAccount.objects.filter(pk=account.pk).update(**updates)
     own = PerplexityAccount.objects.filter(user=user).exclude(pk=account.pk)
     own.update(last_search_at=now, last_credential=credential.kind)
-    if cookies and credential.kind in ("session", "shared") and cookies != credential.cookies:
+    if credential.kind in ("session", "shared"):
+        keep_rotated_cookies(account, credential.cookies, cookies)
+
+
+def keep_rotated_cookies(account: PerplexityAccount, before: dict, after: dict | None) -> None:
+    """After calls with a session: its cookies as Perplexity left them, if it changed them."""
+    import json
+
+    if after and after != before:
         fresh = PerplexityAccount.objects.get(pk=account.pk)
-        fresh.session = json.dumps({**fresh.session_data(), "cookies": cookies})
+        fresh.session = json.dumps({**fresh.session_data(), "cookies": after})
         fresh.save(update_fields=["session"])

@@ -257,6 +257,17 @@ class PerplexityClient:
             raise ProtocolError("Perplexity's model list has no models in it.")
         return body
 
+    async def delete_thread(self, entry_uuid: str, read_write_token: str) -> None:
+        """Delete a conversation on Perplexity, named by one of its answers (protocol.md 2.7).
+        One already gone (404) counts as deleted."""
+        response = await self._call(
+            "DELETE",
+            "/rest/thread/delete_thread_by_entry_uuid",
+            json={"entry_uuid": entry_uuid, "read_write_token": read_write_token},
+        )
+        if response.status_code != 404:
+            check_response(response)
+
     # --- asking --------------------------------------------------------------------------------
 
     def ask(self, request: AskRequest) -> AskStream:

@@ -143,6 +143,23 @@ async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     assert sum(len(t["entries"]) for t in listed) == await Entry.objects.acount() == 5
     [saved] = [i["file"] for t in listed for e in t["entries"] for i in e["images"]]
     assert archive.read(saved).startswith(b"\x89PNG")
+    # delete the image's conversation, on Perplexity too
+    drawn = await Entry.objects.select_related("thread").aget(question__contains="blue square")
+    await page.goto(f"{base}/history/")
+    await page.locator("ol.history li.row", has_text="blue square").locator("input[type=checkbox]").check()
+    await page.click("text=Delete selected…")
+    await page.check("input[name=upstream]")
+    await page.click("button.danger")
+    await expect(page.locator(".message")).to_contain_text(
+        "Deleted 1 entry. It was deleted on Perplexity too."
+    )
+    [*_, deleted] = [r for r in seen(fake_perplexity) if r["path"].endswith("/delete_thread_by_entry_uuid")]
+    assert json.loads(deleted["body"]) == {
+        "entry_uuid": drawn.backend_uuid,
+        "read_write_token": drawn.thread.read_write_token,
+    }
+    assert "FAKE-PERPLEXITY-SESSION" in deleted["headers"]["cookie"]
+    assert await Entry.objects.acount() == 4
     # unlink
     await page.goto(f"{base}/settings/")
     await page.click("button[name=unlink]")

@@ -25,6 +25,8 @@ sent with `GET /_requests`:
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
+- `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
+  it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
@@ -69,7 +71,7 @@ FAULTS = (
     "endless",
     "no_completed",
 )
-state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": []}
+state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": []}
 
 
 @dataclass
@@ -190,7 +192,7 @@ async def requests_seen(send, request: Request) -> None:
 
 
 async def reset(send, request: Request) -> None:
-    state.update({"ask": {}, "signin": {}, "requests": []})
+    state.update({"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": []})
     await respond(send, 200, {"ok": True})
 
 
@@ -388,6 +390,23 @@ def png(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (30, 90, 22
     )
 
 
+async def delete_thread(send, request: Request) -> None:
+    """DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7): each entry_uuid once."""
+    fault = (state.get("delete") or {}).get("fault", "")
+    body = request.json()
+    if not signed_in(request):
+        await respond(send, 401, {"error": "unauthorized"})
+    elif fault in STATUS_FAULTS:
+        await refuse(send, fault, api=False)
+    elif not body.get("entry_uuid") or not body.get("read_write_token"):
+        await respond(send, 400, {"error": "entry_uuid and read_write_token are required"})
+    elif body["entry_uuid"] in state.setdefault("deleted", []):
+        await respond(send, 404, {"error": "not found"})
+    else:
+        state["deleted"].append(body["entry_uuid"])
+        await respond(send, 200, {"status": "success"})
+
+
 ROUTES = {
     ("POST", "/_control"): control,
     ("GET", "/_requests"): requests_seen,
@@ -399,5 +418,6 @@ ROUTES = {
     ("GET", "/api/auth/session"): session,
     ("GET", "/rest/models/config"): models,
     ("POST", "/rest/sse/perplexity_ask"): ask,
+    ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
     ("POST", "/chat/completions"): chat_completions,
 }

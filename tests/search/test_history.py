@@ -8,6 +8,7 @@ import warnings
 import zipfile
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -392,3 +393,113 @@ def test_excerpts_show_an_answers_words_not_its_markdown(owner_client, owner):
     assert "Paris Paris is the capital of France. Seine" in page
     found = owner_client.get(reverse("search:history"), {"q": "capital"}).content.decode()
     assert "is the <mark>capital</mark> of France." in found and "**" not in found and "[1]" not in found
+
+
+def conversation(user, token: str, *answers: tuple[str, str]) -> list[Entry]:
+    """A thread on Perplexity (its token) with answers (Perplexity's id, credential asked with)."""
+    thread = Thread.objects.create(user=user, title=token, read_write_token=token)
+    return [
+        Entry.objects.create(
+            thread=thread, question=f"q {uuid}", status="completed", backend_uuid=uuid, credential=kind
+        )
+        for uuid, kind in answers
+    ]
+
+
+def test_deleting_can_delete_the_conversations_on_perplexity_too(owner_client, owner, linked, upstream):
+    from tests.search.conftest import TOKEN
+
+    whole = conversation(owner, "tok-a", ("a1", "session"), ("a2", "session"))
+    single = conversation(owner, "tok-b", ("b1", "session"))
+    by_key = conversation(owner, "", ("", "api_key"))  # the API path made no thread there
+    half = conversation(owner, "tok-d", ("d1", "session"), ("d2", "session"))
+    chosen = [e.pk for e in (*whole, *single, *by_key, half[1])]
+    route = upstream.delete("/rest/thread/delete_thread_by_entry_uuid").respond(json={"status": "success"})
+
+    page = owner_client.get(reverse("search:delete"), {"entry": chosen}).content.decode()
+    assert "Also delete these conversations on Perplexity" in page  # three are there
+    spare = conversation(owner, "tok-s", ("s1", "session"))
+    owner_client.post(reverse("search:delete"), {"entry": [spare[0].pk], "confirm": "1"})  # not asked for
+    assert not route.called and not Entry.objects.filter(pk=spare[0].pk).exists()
+    response = owner_client.post(
+        reverse("search:delete"), {"entry": chosen, "confirm": "1", "upstream": "1"}, follow=True
+    )
+    page = response.content.decode()
+    assert "Deleted 5 entries. 2 of the 2 conversations were deleted on Perplexity too." in page
+    sent = [json.loads(call.request.content) for call in route.calls]
+    assert sorted(sent, key=str) == [
+        {"entry_uuid": "a1", "read_write_token": "tok-a"},
+        {"entry_uuid": "b1", "read_write_token": "tok-b"},
+    ]  # the half-deleted conversation stays there (and here: d1)
+    for call in route.calls:
+        assert TOKEN in call.request.headers["cookie"] and "authorization" not in call.request.headers
+    assert list(Entry.objects.values_list("backend_uuid", flat=True)) == ["d1"]
+    assert TOKEN not in page
+
+
+def test_what_perplexity_refuses_to_delete_is_said_and_nothing_is_kept_here(
+    owner_client, owner, linked, upstream
+):
+    first = conversation(owner, "tok-1", ("e1", "session"))
+    second = conversation(owner, "tok-2", ("e2", "session"))
+    gone = conversation(owner, "tok-3", ("e3", "session"))
+    upstream.delete("/rest/thread/delete_thread_by_entry_uuid").mock(
+        side_effect=lambda request: httpx.Response(
+            {"e1": 500, "e2": 200, "e3": 404}[json.loads(request.content)["entry_uuid"]], json={}
+        )
+    )
+    chosen = [e.pk for e in (*first, *second, *gone)]
+    response = owner_client.post(
+        reverse("search:delete"), {"entry": chosen, "confirm": "1", "upstream": "1"}, follow=True
+    )
+    page = response.content.decode()
+    assert (
+        "Deleted 3 entries. 2 of the 3 conversations were deleted on Perplexity too. "
+        "The others were not: Perplexity had a server error (500). Try again in a moment." in page
+    )  # a 404 is one already gone there
+    assert not Entry.objects.exists() and not Thread.objects.exists()
+
+
+def test_a_members_conversation_asked_with_the_shared_link_is_deleted_with_the_owners_session(
+    client, owner, member, linked, upstream
+):
+    from tests.search.conftest import TOKEN
+
+    linked.shared = True
+    linked.save()
+    mine = conversation(member, "tok-m", ("m1", "shared"))
+    route = upstream.delete("/rest/thread/delete_thread_by_entry_uuid").respond(json={"status": "success"})
+    client.force_login(member)
+    response = client.post(
+        reverse("search:delete"), {"entry": [mine[0].pk], "confirm": "1", "upstream": "1"}, follow=True
+    )
+    assert "Deleted 1 entry. It was deleted on Perplexity too." in response.content.decode()
+    assert TOKEN in route.calls.last.request.headers["cookie"]
+
+    linked.shared = False  # no longer shared: there is nothing to send it with
+    linked.save()
+    again = conversation(member, "tok-n", ("n1", "shared"))
+    response = client.post(
+        reverse("search:delete"), {"entry": [again[0].pk], "confirm": "1", "upstream": "1"}, follow=True
+    )
+    page = response.content.decode()
+    assert (
+        "It was not deleted on Perplexity: The Perplexity account it was asked with is no longer linked"
+        in page
+    )
+    assert route.call_count == 1 and not Entry.objects.exists()
+
+
+def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_deletes_nothing(
+    owner_client, owner, linked, upstream, monkeypatch
+):
+    from search import forget
+
+    monkeypatch.setattr(forget, "MAX", 1)
+    chosen = [conversation(owner, f"tok-{i}", (f"x{i}", "session"))[0].pk for i in range(2)]
+    page = owner_client.get(reverse("search:delete"), {"entry": chosen}).content.decode()
+    assert 'name="upstream"' not in page and "2 of these conversations are on Perplexity" in page
+    response = owner_client.post(
+        reverse("search:delete"), {"entry": chosen, "confirm": "1", "upstream": "1"}, follow=True
+    )
+    assert "nothing was deleted" in response.content.decode() and Entry.objects.count() == 2

@@ -1,0 +1,117 @@
+"""Deleting conversations on Perplexity too, when someone asks for it while deleting them here.
+
+Each goes with DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7), named by its
+first answer's id and the thread's token, and sent with the session of the account it was asked
+with: the person's own link, or the owner's shared one. Answers asked with an API key made no
+conversation on Perplexity. A conversation is deleted there only when all of it goes here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync
+from django.db.models import QuerySet
+
+from accounts.models import PerplexityAccount
+from accounts.services import keep_rotated_cookies, make_client
+from pplxweb.perplexity.errors import PerplexityError
+from search.models import Entry
+
+MAX = 200  # conversations Perplexity may be asked to delete at once (one request each, 4 at a time)
+AT_ONCE = 4
+ON_PERPLEXITY = ("session", "shared")  # the credentials whose answers live in a Perplexity thread
+TOO_MANY = f"Perplexity can be asked to delete at most {MAX} conversations at a time; nothing was deleted."
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A conversation as Perplexity knows it."""
+
+    entry_uuid: str
+    kind: str  # "session" or "shared": whose account it is in
+    read_write_token: str = ""
+
+
+def count(entries: QuerySet[Entry]) -> int:
+    """How many conversations these entries are in on Perplexity (those asked with a session)."""
+    return (
+        entries.filter(credential__in=ON_PERPLEXITY)
+        .exclude(backend_uuid="")
+        .values("thread_id")
+        .distinct()
+        .count()
+    )
+
+
+def first_answers(thread_ids: list[int]) -> dict[int, Upstream]:
+    """Before deleting: each thread's first answer that Perplexity knows, by thread."""
+    found: dict[int, Upstream] = {}
+    rows = (
+        Entry.objects.filter(thread_id__in=thread_ids, credential__in=ON_PERPLEXITY)
+        .exclude(backend_uuid="")
+        .order_by("thread_id", "created", "pk")
+        .values_list("thread_id", "backend_uuid", "credential")
+    )
+    for thread_id, entry_uuid, kind in rows.iterator():
+        found.setdefault(thread_id, Upstream(entry_uuid, kind))
+    return found
+
+
+def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:
+    """Ask Perplexity to delete them: (all deleted?, a sentence saying how it went)."""
+    accounts = {
+        "session": PerplexityAccount.objects.filter(user=user, session__isnull=False).first(),
+        "shared": PerplexityAccount.objects.filter(
+            shared=True, user__is_superuser=True, session__isnull=False
+        )
+        .order_by("pk")
+        .first(),
+    }
+    failures: list[str] = []
+    jobs: dict[int, tuple[PerplexityAccount, list[Upstream]]] = {}
+    for conversation in conversations:
+        account = accounts.get(conversation.kind)
+        if account is None or not account.linked:
+            failures.append("The Perplexity account it was asked with is no longer linked here.")
+        else:
+            jobs.setdefault(account.pk, (account, []))[1].append(conversation)
+    outcomes = async_to_sync(_delete_all)(list(jobs.values())) if jobs else []
+    for account, before, after, sentences in outcomes:
+        keep_rotated_cookies(account, before, after)
+        failures += [s for s in sentences if s]
+    if len(conversations) == 1:
+        said = (
+            f"It was not deleted on Perplexity: {failures[0]}"
+            if failures
+            else "It was deleted on Perplexity too."
+        )
+        return not failures, said
+    total, deleted = len(conversations), len(conversations) - len(failures)
+    said = f"{deleted} of the {total} conversations were deleted on Perplexity too."
+    return not failures, f"{said} The others were not: {failures[0]}" if failures else said
+
+
+async def _delete_all(jobs: list[tuple[PerplexityAccount, list[Upstream]]]) -> list:
+    """Per account: (account, its cookies before, after, a sentence or None per conversation)."""
+    limit = asyncio.Semaphore(AT_ONCE)
+
+    async def one(client, conversation: Upstream) -> str | None:
+        async with limit:
+            try:
+                await client.delete_thread(conversation.entry_uuid, conversation.read_write_token)
+            except PerplexityError as exc:
+                return exc.message
+            return None
+
+    async def per_account(account: PerplexityAccount, conversations: list[Upstream]):
+        session = account.session_data()
+        cookies = dict(session.get("cookies") or {})
+        async with make_client(
+            cookies=cookies, user_agent=session.get("user_agent", ""), account_id=account.account_id
+        ) as client:
+            sentences = await asyncio.gather(*(one(client, c) for c in conversations))
+            return account, cookies, dict(client.cookies), sentences
+
+    return await asyncio.gather(*(per_account(account, conversations) for account, conversations in jobs))
