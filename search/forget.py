@@ -45,11 +45,11 @@ def count(entries: QuerySet[Entry]) -> int:
     )
 
 
-def first_answers(thread_ids: list[int]) -> dict[int, Upstream]:
+def first_answers(threads: QuerySet) -> dict[int, Upstream]:
     """Before deleting: each thread's first answer that Perplexity knows, by thread."""
     found: dict[int, Upstream] = {}
     rows = (
-        Entry.objects.filter(thread_id__in=thread_ids, credential__in=ON_PERPLEXITY)
+        Entry.objects.filter(thread__in=threads, credential__in=ON_PERPLEXITY)
         .exclude(backend_uuid="")
         .order_by("thread_id", "created", "pk")
         .values_list("thread_id", "backend_uuid", "credential")

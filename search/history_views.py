@@ -109,15 +109,17 @@ def delete(request: HttpRequest) -> HttpResponse:
         messages.error(request, forget.TOO_MANY)
         return redirect("search:history")
     with transaction.atomic():
-        thread_ids = list(chosen.values_list("thread_id", flat=True).distinct())
+        threads = Thread.objects.filter(user=request.user)
+        if not everything:  # (everything: no list of every thread id as parameters)
+            threads = threads.filter(pk__in=list(chosen.values_list("thread_id", flat=True).distinct()))
         # Locked first, so a follow-up being started in one of them either goes in before (and
         # its thread stays) or waits and finds the thread gone ("not found"), never half of each.
-        list(Thread.objects.select_for_update().filter(pk__in=thread_ids).values_list("pk"))
-        known = forget.first_answers(thread_ids) if upstream else {}
+        list(threads.select_for_update().values_list("pk"))
+        known = forget.first_answers(threads) if upstream else {}
         gone = list(chosen.values_list("pk", flat=True))
         count = len(gone)
         chosen.delete()
-        emptied = Thread.objects.filter(pk__in=thread_ids, user=request.user, entries__isnull=True)
+        emptied = threads.filter(entries__isnull=True)
         conversations = [
             replace(known[pk], read_write_token=token)
             for pk, token in emptied.order_by("-updated").values_list("pk", "read_write_token")
