@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from accounts import ratelimit
 from accounts.models import SearchDefaults
 from accounts.services import Credential, credentials_for, credentials_for_many
 from pplxweb.perplexity.extract import Result
-from pplxweb.perplexity.request import AskOptions, AskRequest, FollowUp
+from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
 from search import images
 from search.display import catalogue_models
 from search.models import Entry, Thread
@@ -33,6 +34,11 @@ MAX_RUNNING = 2
 PER_MINUTE = 20
 STALE_AFTER = timedelta(minutes=2)  # a run saves progress every ~2 s; silence this long means it died
 RUNNER = f"{socket.gethostname()}:{os.getpid()}"
+
+# what a saved option may be (see options_from_json)
+SLUG = re.compile(r"[\w.-]{1,80}")
+LANGUAGE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?")
+TIMEZONE = re.compile(r"[\w/+-]{1,64}")
 
 
 class SearchRefused(Exception):
@@ -87,21 +93,51 @@ def options_as_json(options: AskOptions) -> dict:
     }
 
 
-def options_from_json(data: dict) -> AskOptions:
+def options_from_json(data) -> AskOptions:
+    """An entry's saved options. They may have come from an imported file: a value that is not a
+    valid choice becomes the default's, so "Ask again" never fails on them."""
     from datetime import date
 
+    data = data if isinstance(data, dict) else {}
+    default = AskOptions()
+
+    def text(name: str, valid, fallback: str) -> str:
+        value = data.get(name)
+        ok = isinstance(value, str) and (
+            value in valid if isinstance(valid, tuple) else valid.fullmatch(value)
+        )
+        return value if ok else fallback
+
+    def day(name: str) -> date | None:
+        try:
+            return date.fromisoformat(data[name])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def names(name: str, valid: tuple | None = None) -> tuple[str, ...] | None:
+        value = data.get(name) or []  # missing: none (as saved before there were checks)
+        if not isinstance(value, list):
+            return None
+        return tuple(v for v in value if isinstance(v, str) and (valid is None or v in valid))
+
+    sources = names("sources", SOURCES)
+    after, before = day("after"), day("before")
+    if after and before and after > before:
+        after = before = None
+    include = (names("include_domains") or ())[:MAX_DOMAINS]
+    exclude = (names("exclude_domains") or ())[: MAX_DOMAINS - len(include)]
     return AskOptions(
-        model=data.get("model") or "pplx_pro",
-        mode=data.get("mode") or "pro",
-        sources=tuple(data.get("sources") or ()),
-        recency=data.get("recency") or "",
-        after=date.fromisoformat(data["after"]) if data.get("after") else None,
-        before=date.fromisoformat(data["before"]) if data.get("before") else None,
-        include_domains=tuple(data.get("include_domains") or ()),
-        exclude_domains=tuple(data.get("exclude_domains") or ()),
-        language=data.get("language") or "en-US",
-        incognito=data.get("incognito", True),
-        timezone=data.get("timezone") or "UTC",
+        model=text("model", SLUG, default.model),
+        mode=text("mode", MODES, default.mode),
+        sources=default.sources if sources is None else sources,
+        recency=text("recency", RECENCY, default.recency),
+        after=after,
+        before=before,
+        include_domains=include,
+        exclude_domains=exclude,
+        language=text("language", LANGUAGE, default.language),
+        incognito=data["incognito"] if isinstance(data.get("incognito"), bool) else default.incognito,
+        timezone=text("timezone", TIMEZONE, default.timezone),
     )
 
 

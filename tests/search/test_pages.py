@@ -225,3 +225,28 @@ async def test_edit_and_ask_again_fills_the_box_with_the_question_and_its_option
     assert other.status_code == 404
     shown = (await (await client_for(owner)).get(reverse("search:thread", args=[thread.pk]))).content.decode()
     assert f'href="/?again={entry.pk}"' in shown
+
+
+async def test_ask_again_with_malformed_saved_options_uses_defaults_for_what_is_malformed(
+    owner, alinked, upstream
+):
+    """Saved options may come from an imported file: garbage there must not break Ask again."""
+    thread = await Thread.objects.acreate(user=owner, title="t")
+    options = {"mode": "bogus", "after": "yesterday", "before": 7, "sources": "web", "recency": ["x"],
+               "include_domains": [1, "nature.com"], "language": "<script>", "incognito": "no", "model": "a b"}  # fmt: skip
+    entry = await Entry.objects.acreate(thread=thread, question="Why?", status="completed", options=options)
+    client = await client_for(owner)
+    page = (await client.get(reverse("search:home"), {"again": entry.pk})).content.decode()
+    assert "Why?</textarea>" in page and 'value="nature.com"' in page
+    serve(upstream, Paced(answer_stream(["fine"])))
+    response = await client.post(reverse("search:reask", args=[entry.pk]))
+    assert response.status_code == 302
+    again = await Entry.objects.exclude(pk=entry.pk).aget()
+    assert (again.options["mode"], again.options["sources"], again.options["after"]) == ("pro", ["web"], None)
+    assert (again.options["model"], again.options["language"], again.options["incognito"]) == (
+        "pplx_pro",
+        "en-US",
+        True,
+    )
+    assert again.options["include_domains"] == ["nature.com"]
+    await wait_done(again.pk)
