@@ -33,6 +33,8 @@ SEND_SIZE = 256 * 1024  # the export is sent in parts of about this size
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 CITATION = re.compile(r"\[(\d{1,3})\]")
 STATUSES = {s for s, _ in Entry.Status.choices}
+SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
+STEP_KEYS = ("kind", "text")
 
 
 class ImportRefused(Exception):
@@ -371,10 +373,10 @@ def _import(
                     question=item["question"],
                     status=item.get("status") or "completed",
                     answer=str(item.get("answer") or ""),
-                    sources=item.get("sources") or [],
-                    related=item.get("related") or [],
-                    steps=item.get("steps") or [],
-                    options=item.get("options") or {},
+                    sources=_shaped(item.get("sources"), SOURCE_KEYS),
+                    related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
+                    steps=_shaped(item.get("steps"), STEP_KEYS),
+                    options=item["options"] if isinstance(item.get("options"), dict) else {},
                     model_asked=str(item.get("model_asked") or "")[:80],
                     model=str(item.get("model") or "")[:80],
                     error=str(item.get("error") or ""),
@@ -397,6 +399,18 @@ def _import(
             _set(rows, "created", "updated")
             imported += len(new)
     return imported, skipped
+
+
+def _shaped(items, keys: tuple[str, ...]) -> list[dict]:
+    """A list of records as pplxweb saves them, string fields only: anything else a file puts
+    there is left out (the full-text triggers read sources as JSON objects)."""
+    if not isinstance(items, list):
+        return []
+    return [
+        {key: value if isinstance(value := item.get(key), str) else "" for key in keys}
+        for item in items
+        if isinstance(item, dict)
+    ]
 
 
 def _set(rows: list, *names: str) -> None:

@@ -503,3 +503,30 @@ def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_
         reverse("search:delete"), {"entry": chosen, "confirm": "1", "upstream": "1"}, follow=True
     )
     assert "nothing was deleted" in response.content.decode() and Entry.objects.count() == 2
+
+
+def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner_client, owner):
+    from search.export import import_history
+
+    data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]",
+            "sources": ["x", 5, {"url": 7, "title": ["t"]}, {"url": "javascript:alert(1)", "title": "js"}, None],
+            "related": [1, {"a": 2}, "fine?"], "steps": ["s", {"kind": 3, "text": "step"}], "options": [1]}]}  # fmt: skip
+    assert import_history(owner, json.dumps(data).encode()) == (
+        1,
+        0,
+    )  # was: "malformed JSON" from the database
+    entry = Entry.objects.get()
+    assert entry.sources == [
+        {"title": "", "url": "", "snippet": "", "date": ""},
+        {"title": "js", "url": "javascript:alert(1)", "snippet": "", "date": ""},
+    ]
+    assert (entry.related, entry.steps, entry.options) == (["fine?"], [{"kind": "", "text": "step"}], {})
+    for path in (
+        reverse("search:thread", args=[entry.thread_id]),
+        reverse("search:history"),
+        reverse("search:history") + "?q=odd",
+        reverse("search:history") + "?domain=example.org",
+        reverse("search:home") + f"?again={entry.pk}",
+    ):
+        response = owner_client.get(path)
+        assert response.status_code == 200 and b"javascript:" not in response.content, path
