@@ -35,6 +35,7 @@ CITATION = re.compile(r"\[(\d{1,3})\]")
 STATUSES = {s for s, _ in Entry.Status.choices}
 SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
 STEP_KEYS = ("kind", "text")
+STILL_ARRIVING = "This answer was still arriving when it was exported; what had arrived is kept."
 
 
 class ImportRefused(Exception):
@@ -371,7 +372,10 @@ def _import(
                     thread=row,
                     user=user,
                     question=item["question"],
-                    status=item.get("status") or "completed",
+                    # an answer still arriving when it was exported arrives no more here
+                    status="interrupted"
+                    if item.get("status") == "running"
+                    else item.get("status") or "completed",
                     answer=str(item.get("answer") or ""),
                     sources=_shaped(item.get("sources"), SOURCE_KEYS),
                     related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
@@ -379,7 +383,8 @@ def _import(
                     options=item["options"] if isinstance(item.get("options"), dict) else {},
                     model_asked=str(item.get("model_asked") or "")[:80],
                     model=str(item.get("model") or "")[:80],
-                    error=str(item.get("error") or ""),
+                    error=str(item.get("error") or "")
+                    or (STILL_ARRIVING if item.get("status") == "running" else ""),
                     backend_uuid=str(item.get("backend_uuid") or "")[:200],
                 )
                 for row, t in zip(rows, new, strict=True)

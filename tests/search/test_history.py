@@ -506,9 +506,10 @@ def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_
 
 
 def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner_client, owner):
+    from search import export
     from search.export import import_history
 
-    data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]",
+    data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]", "status": "running",
             "sources": ["x", 5, {"url": 7, "title": ["t"]}, {"url": "javascript:alert(1)", "title": "js"}, None],
             "related": [1, {"a": 2}, "fine?"], "steps": ["s", {"kind": 3, "text": "step"}], "options": [1]}]}  # fmt: skip
     assert import_history(owner, json.dumps(data).encode()) == (
@@ -521,6 +522,7 @@ def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner
         {"title": "js", "url": "javascript:alert(1)", "snippet": "", "date": ""},
     ]
     assert (entry.related, entry.steps, entry.options) == (["fine?"], [{"kind": "", "text": "step"}], {})
+    assert (entry.status, entry.error) == ("interrupted", export.STILL_ARRIVING)  # not running here
     for path in (
         reverse("search:thread", args=[entry.thread_id]),
         reverse("search:history"),
