@@ -368,31 +368,11 @@ def _import(
             )
             made.extend(row.pk for row in rows)
             entries = Entry.objects.bulk_create(
-                Entry(
-                    thread=row,
-                    user=user,
-                    question=item["question"],
-                    # an answer still arriving when it was exported arrives no more here
-                    status="interrupted"
-                    if item.get("status") == "running"
-                    else item.get("status") or "completed",
-                    answer=str(item.get("answer") or ""),
-                    sources=_shaped(item.get("sources"), SOURCE_KEYS),
-                    related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
-                    steps=_shaped(item.get("steps"), STEP_KEYS),
-                    options=item["options"] if isinstance(item.get("options"), dict) else {},
-                    model_asked=str(item.get("model_asked") or "")[:80],
-                    model=str(item.get("model") or "")[:80],
-                    error=str(item.get("error") or "")
-                    or (STILL_ARRIVING if item.get("status") == "running" else ""),
-                    backend_uuid=str(item.get("backend_uuid") or "")[:200],
-                )
-                for row, t in zip(rows, new, strict=True)
-                for item in t["entries"]
+                _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
             )
             items = [item for t in new for item in t["entries"]]
             for entry, item in zip(entries, items, strict=True):
-                # created is set by the database on insert: the file's own moment goes in after
+                # created is set to now on insert (auto_now_add): the file's own moment goes in after
                 entry.created = item["created"]
                 entry.images = _import_images(entry.pk, item.get("images"), archive)
                 if entry.images:
@@ -404,6 +384,26 @@ def _import(
             _set(rows, "created", "updated")
             imported += len(new)
     return imported, skipped
+
+
+def _entry(item: dict, thread: Thread, user) -> Entry:
+    """An entry as the file has it, shaped as pplxweb saves one (its moment is set after)."""
+    running = item.get("status") == "running"  # still arriving when it was exported: no more here
+    return Entry(
+        thread=thread,
+        user=user,
+        question=item["question"],
+        status="interrupted" if running else item.get("status") or "completed",
+        answer=str(item.get("answer") or ""),
+        sources=_shaped(item.get("sources"), SOURCE_KEYS),
+        related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
+        steps=_shaped(item.get("steps"), STEP_KEYS),
+        options=item["options"] if isinstance(item.get("options"), dict) else {},
+        model_asked=str(item.get("model_asked") or "")[:80],
+        model=str(item.get("model") or "")[:80],
+        error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
+        backend_uuid=str(item.get("backend_uuid") or "")[:200],
+    )
 
 
 def _shaped(items, keys: tuple[str, ...]) -> list[dict]:
