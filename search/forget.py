@@ -16,7 +16,8 @@ from django.db.models import QuerySet
 
 from accounts.models import PerplexityAccount
 from accounts.services import keep_rotated_cookies, make_client
-from pplxweb.perplexity.errors import PerplexityError
+from accounts.services.link import mark_auth_problem
+from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from search.models import Entry
 
 MAX = 200  # conversations Perplexity may be asked to delete at once (one request each, 4 at a time)
@@ -78,9 +79,12 @@ def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:
         else:
             jobs.setdefault(account.pk, (account, []))[1].append(conversation)
     outcomes = async_to_sync(_delete_all)(list(jobs.values())) if jobs else []
-    for account, before, after, sentences in outcomes:
+    for account, before, after, errors in outcomes:
         keep_rotated_cookies(account, before, after)
-        failures += [s for s in sentences if s]
+        refused = next((e for e in errors if isinstance(e, AuthError | ChallengeError)), None)
+        if refused is not None:  # as after a search: the link needs attention
+            mark_auth_problem(account, refused)
+        failures += [e.message for e in errors if e is not None]
     if len(conversations) == 1:
         said = (
             f"It was not deleted on Perplexity: {failures[0]}"
@@ -94,15 +98,15 @@ def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:
 
 
 async def _delete_all(jobs: list[tuple[PerplexityAccount, list[Upstream]]]) -> list:
-    """Per account: (account, its cookies before, after, a sentence or None per conversation)."""
+    """Per account: (account, its cookies before, after, the error or None per conversation)."""
     limit = asyncio.Semaphore(AT_ONCE)
 
-    async def one(client, conversation: Upstream) -> str | None:
+    async def one(client, conversation: Upstream) -> PerplexityError | None:
         async with limit:
             try:
                 await client.delete_thread(conversation.entry_uuid, conversation.read_write_token)
             except PerplexityError as exc:
-                return exc.message
+                return exc
             return None
 
     async def per_account(account: PerplexityAccount, conversations: list[Upstream]):
@@ -111,7 +115,7 @@ async def _delete_all(jobs: list[tuple[PerplexityAccount, list[Upstream]]]) -> l
         async with make_client(
             cookies=cookies, user_agent=session.get("user_agent", ""), account_id=account.account_id
         ) as client:
-            sentences = await asyncio.gather(*(one(client, c) for c in conversations))
-            return account, cookies, dict(client.cookies), sentences
+            errors = await asyncio.gather(*(one(client, c) for c in conversations))
+            return account, cookies, dict(client.cookies), errors
 
     return await asyncio.gather(*(per_account(account, conversations) for account, conversations in jobs))

@@ -476,6 +476,18 @@ def test_a_members_conversation_asked_with_the_shared_link_is_deleted_with_the_o
     assert "Deleted 1 entry. It was deleted on Perplexity too." in response.content.decode()
     assert TOKEN in route.calls.last.request.headers["cookie"]
 
+    upstream.delete("/rest/thread/delete_thread_by_entry_uuid").respond(401, json={})  # the session died
+    dead = conversation(member, "tok-d", ("d1", "shared"))
+    response = client.post(
+        reverse("search:delete"), {"entry": [dead[0].pk], "confirm": "1", "upstream": "1"}, follow=True
+    )
+    assert (
+        "It was not deleted on Perplexity: Perplexity did not accept the linked session."
+        in response.content.decode()
+    )
+    linked.refresh_from_db()
+    assert linked.status == "needs_attention"  # as after a search that met the same
+
     linked.shared = False  # no longer shared: there is nothing to send it with
     linked.save()
     again = conversation(member, "tok-n", ("n1", "shared"))
@@ -487,7 +499,7 @@ def test_a_members_conversation_asked_with_the_shared_link_is_deleted_with_the_o
         "It was not deleted on Perplexity: The Perplexity account it was asked with is no longer linked"
         in page
     )
-    assert route.call_count == 1 and not Entry.objects.exists()
+    assert route.call_count == 2 and not Entry.objects.exists()  # the unlinked one was not sent
 
 
 def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_deletes_nothing(
