@@ -97,7 +97,8 @@ def filtered(user, filters: Filters) -> QuerySet[Entry]:
 
 
 def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> list[Entry]:
-    """Newest first; the next page starts below the last id shown (a cursor, stable under inserts)."""
+    """Newest first by when they were asked (an imported older answer takes its place in time);
+    the next page starts after the last entry shown (a cursor, stable under inserts)."""
     entries = (
         filtered(user, filters)
         .select_related("thread")
@@ -105,8 +106,14 @@ def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> lis
         .annotate(preview=Substr("answer", 1, 240))
     )
     if before_id:
-        entries = entries.filter(pk__lt=before_id)
-    rows = list(entries.order_by("-pk")[: max(1, min(size, MAX_PAGE))])
+        moment = entries_for(user).filter(pk=before_id).values_list("created", flat=True).first()
+        # as a range on (user, created), which the index answers; the ties at that moment go by id
+        entries = (
+            entries.filter(created__lte=moment).exclude(created=moment, pk__gte=before_id)
+            if moment
+            else entries.filter(pk__lt=before_id)
+        )
+    rows = list(entries.order_by("-created", "-pk")[: max(1, min(size, MAX_PAGE))])
     for row in rows:
         row.preview = plain(row.preview or "")
     return rows

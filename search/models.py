@@ -66,7 +66,7 @@ class Entry(models.Model):
             models.Index(fields=["status"]),
             models.Index(fields=["thread", "created"]),
             models.Index(fields=["user", "-id"], name="search_entry_user_recent"),
-            # import's "already here?": a conversation's first question at its moment
+            # the history page's order (newest asked first), and import's "already here?"
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
         ]
         verbose_name_plural = "entries"

@@ -544,3 +544,28 @@ def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner
     ):
         response = owner_client.get(path)
         assert response.status_code == 200 and b"javascript:" not in response.content, path
+
+
+def test_history_is_in_the_order_things_were_asked_and_pages_lose_nothing(owner_client, owner):
+    """An answer imported later but asked earlier takes its place in time; the cursor keeps
+    entries asked at the same moment (a bulk import) apart by id."""
+    make(owner, "asked today")
+    make(owner, "asked three days ago, imported since", days_ago=3)
+    page = owner_client.get(reverse("search:history")).content.decode()
+    assert page.index("asked today") < page.index("asked three days ago")
+    moment = timezone.now() - timedelta(days=1)
+    for i in range(5):
+        Entry.objects.filter(pk=make(owner, f"same moment {i}").pk).update(created=moment)
+    seen, before = [], None
+    for _ in range(6):
+        params = {"size": 2, **({"before_id": before} if before else {})}
+        response = owner_client.get(reverse("search:history"), params)
+        seen += [e.question for e in response.context["rows"]]
+        before = response.context["next_cursor"]
+        if before is None:
+            break
+    assert seen == [
+        "asked today",
+        *(f"same moment {i}" for i in (4, 3, 2, 1, 0)),
+        "asked three days ago, imported since",
+    ]
