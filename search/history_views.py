@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import export, forget, history, images, services
+from search import export, forget, history, images, imports, services
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
 
@@ -183,8 +183,8 @@ def import_view(request: HttpRequest) -> HttpResponse:
         )
         return redirect("search:history")
     try:
-        imported, skipped = export.import_history(request.user, upload)
-    except export.ImportRefused as exc:
+        imported, skipped = imports.import_history(request.user, upload)
+    except imports.ImportRefused as exc:
         messages.error(request, exc.message)
         return redirect("search:history")
     messages.success(request, f"Imported {imported} conversation(s); {skipped} were already here.")

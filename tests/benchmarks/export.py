@@ -80,7 +80,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from search import export
+    from search import imports
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
     call_command("migrate", verbosity=0)
@@ -93,9 +93,9 @@ def main() -> None:
         size = archive.tell()
         export_peak = peak_mb(lambda: export_to(user, scratch))
         first, traced = (people.create_user(username=n, password="x" * 12) for n in ("a", "b"))
-        import_seconds = timed(lambda: export.import_history(first, archive))
-        again_seconds = timed(lambda: export.import_history(first, archive))
-        import_peak = peak_mb(lambda: export.import_history(traced, archive))
+        import_seconds = timed(lambda: imports.import_history(first, archive))
+        again_seconds = timed(lambda: imports.import_history(first, archive))
+        import_peak = peak_mb(lambda: imports.import_history(traced, archive))
     rows = [
         ("history zip: write", f"{export_seconds:.1f} s ({export_seconds / count * 1000:.2f} ms per entry)"),
         ("history zip: size", f"{size / 2**20:.0f} MB"),

@@ -307,7 +307,7 @@ def test_a_running_answer_is_indexed_once_it_settles():
 
 def test_an_import_with_lone_surrogates_comes_in_with_them_replaced(owner):
     """JSON can carry "\\ud800"; PostgreSQL cannot store it (the import used to fail whole)."""
-    from search.export import import_history
+    from search.imports import import_history
 
     data = {"title": "t\ud800", "entries": [{"question": "q\udfff?", "created": "2026-01-02T03:04:05+00:00",
             "answer": "a\ud800", "sources": [{"title": "s\ud800", "url": "https://x.example"}]}]}  # fmt: skip
@@ -339,47 +339,47 @@ def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
 
 
 def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, monkeypatch):
-    from search import export
+    from search import export, imports
 
     for i in range(5):
         make(owner, f"question {i}", answer="x" * 300, days_ago=5 - i)
     raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
-    monkeypatch.setattr(export, "MAX_IMPORT", 1000)  # each conversation fits, the file does not
-    monkeypatch.setattr(export, "WRITE_BATCH", 2)  # three transactions
+    monkeypatch.setattr(imports, "MAX_IMPORT", 1000)  # each conversation fits, the file does not
+    monkeypatch.setattr(imports, "WRITE_BATCH", 2)  # three transactions
     assert len(raw) > 3000
-    assert export.import_history(member, raw) == (5, 0)
+    assert imports.import_history(member, raw) == (5, 0)
     originals = Entry.objects.filter(user=owner).order_by("created")
     copies = Entry.objects.filter(user=member).order_by("created")
     assert [(e.question, e.created) for e in copies] == [(e.question, e.created) for e in originals]
     assert [e.thread.created for e in copies] == [e.created for e in originals]
     assert [e.thread.updated for e in copies] == [e.created for e in originals]  # one entry each
-    assert export.import_history(member, raw) == (0, 5)
+    assert imports.import_history(member, raw) == (0, 5)
 
     # the same file laid out another way must fit in MAX_IMPORT whole
     indented = json.dumps(json.loads(raw), indent=1).encode()
-    with pytest.raises(export.ImportRefused, match="larger than 50 MB and not laid out as pplxweb"):
-        export.import_history(member, indented)
+    with pytest.raises(imports.ImportRefused, match="larger than 50 MB and not laid out as pplxweb"):
+        imports.import_history(member, indented)
     # one conversation too large
-    monkeypatch.setattr(export, "MAX_IMPORT", 200)
-    with pytest.raises(export.ImportRefused, match="A conversation in that file is larger than 50 MB"):
-        export.import_history(member, raw)
+    monkeypatch.setattr(imports, "MAX_IMPORT", 200)
+    with pytest.raises(imports.ImportRefused, match="A conversation in that file is larger than 50 MB"):
+        imports.import_history(member, raw)
     # a file cut short
-    monkeypatch.setattr(export, "MAX_IMPORT", 1000)
-    with pytest.raises(export.ImportRefused, match="ends before its last conversation"):
-        export.import_history(member, raw[: raw.rindex(b"\n]}")])
+    monkeypatch.setattr(imports, "MAX_IMPORT", 1000)
+    with pytest.raises(imports.ImportRefused, match="ends before its last conversation"):
+        imports.import_history(member, raw[: raw.rindex(b"\n]}")])
 
 
 def test_a_refusal_late_in_a_large_import_takes_back_what_was_written(owner, member, monkeypatch):
-    from search import export
+    from search import export, imports
 
-    monkeypatch.setattr(export, "WRITE_BATCH", 1)
+    monkeypatch.setattr(imports, "WRITE_BATCH", 1)
     for i in range(4):
         make(owner, f"question {i}", days_ago=4 - i)
     raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
     lines = raw.split(b"\n")
     lines[4] = b'{"entries": [{"question": "late", "created": "not a date"}]}'  # the last conversation
-    with pytest.raises(export.ImportRefused, match="not a date"):
-        export.import_history(member, b"\n".join(lines))
+    with pytest.raises(imports.ImportRefused, match="not a date"):
+        imports.import_history(member, b"\n".join(lines))
     assert not Entry.objects.filter(user=member).exists() and not Thread.objects.filter(user=member).exists()
 
 
@@ -518,8 +518,8 @@ def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_
 
 
 def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner_client, owner):
-    from search import export
-    from search.export import import_history
+    from search import imports
+    from search.imports import import_history
 
     data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]", "status": "running",
             "sources": ["x", 5, {"url": 7, "title": ["t"]}, {"url": "javascript:alert(1)", "title": "js"}, None],
@@ -534,7 +534,7 @@ def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner
         {"title": "js", "url": "javascript:alert(1)", "snippet": "", "date": ""},
     ]
     assert (entry.related, entry.steps, entry.options) == (["fine?"], [{"kind": "", "text": "step"}], {})
-    assert (entry.status, entry.error) == ("interrupted", export.STILL_ARRIVING)  # not running here
+    assert (entry.status, entry.error) == ("interrupted", imports.STILL_ARRIVING)  # not running here
     for path in (
         reverse("search:thread", args=[entry.thread_id]),
         reverse("search:history"),

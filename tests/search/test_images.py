@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from pplxweb.perplexity.extract import Image
-from search import export, images
+from search import export, images, imports
 from search.models import Entry
 from tests.fake_perplexity.app import png
 from tests.search.conftest import BASE, Paced, answer_stream, serve
@@ -175,7 +175,7 @@ def test_the_history_zip_carries_the_images_and_importing_it_restores_them(owner
     listed = json.loads(archive.read("history.json"))["threads"][0]["entries"][0]["images"]
     assert [i["file"] for i in listed] == [f"images/{entry.pk}-0.png", None]
 
-    assert export.import_history(member, b"".join(export.history_zip(owner))) == (1, 0)
+    assert imports.import_history(member, b"".join(export.history_zip(owner))) == (1, 0)
     copy = Entry.objects.get(user=member)
     assert copy.images[0] == {
         "n": 0,
@@ -194,7 +194,7 @@ def test_the_history_zip_carries_the_images_and_importing_it_restores_them(owner
         data["threads"][0]["entries"][0]["question"] = "forged"
         forged.writestr("history.json", json.dumps(data))
         forged.writestr(f"images/{entry.pk}-0.png", b"<script>alert(1)</script>")
-    export.import_history(member, buffer.getvalue())
+    imports.import_history(member, buffer.getvalue())
     forged_entry = Entry.objects.get(user=member, question="forged")
     assert "file" not in forged_entry.images[0] and not images.folder(forged_entry.pk).exists()
 
@@ -220,12 +220,12 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
     copy = Entry.objects.get()
     assert (images.folder(copy.pk) / "0.png").read_bytes() == PNG
 
-    monkeypatch.setattr(export, "MAX_ZIP", len(archive) - 1)
-    with pytest.raises(export.ImportRefused, match="zip is larger than 4 GB"):
-        export.import_history(owner, archive)
-    monkeypatch.setattr(export, "MAX_IMPORT", 10)
-    with pytest.raises(export.ImportRefused, match="file is larger than 50 MB"):
-        export.import_history(owner, b"{" + b" " * 20 + b"}")
+    monkeypatch.setattr(imports, "MAX_ZIP", len(archive) - 1)
+    with pytest.raises(imports.ImportRefused, match="zip is larger than 4 GB"):
+        imports.import_history(owner, archive)
+    monkeypatch.setattr(imports, "MAX_IMPORT", 10)
+    with pytest.raises(imports.ImportRefused, match="file is larger than 50 MB"):
+        imports.import_history(owner, b"{" + b" " * 20 + b"}")
 
 
 @pytest.mark.django_db
@@ -246,7 +246,7 @@ def test_images_kept_for_an_entry_deleted_while_it_ran_go_at_its_final_save(owne
 def test_a_damaged_zip_is_refused_and_what_was_written_before_is_taken_back(owner, member, monkeypatch):
     from search.models import Thread
 
-    monkeypatch.setattr(export, "WRITE_BATCH", 1)  # the first conversation is in before the fault shows
+    monkeypatch.setattr(imports, "WRITE_BATCH", 1)  # the first conversation is in before the fault shows
     for n, question in enumerate(("first", "second")):
         entry = Entry.objects.create(
             thread=Thread.objects.create(user=owner, title=question), question=question, status="completed",
@@ -255,12 +255,12 @@ def test_a_damaged_zip_is_refused_and_what_was_written_before_is_taken_back(owne
         images.folder(entry.pk).mkdir(parents=True)
         (images.folder(entry.pk) / "0.png").write_bytes(PNG[:-12] + bytes([n]) * 12)
     archive = b"".join(export.history_zip(owner))
-    assert export.import_history(member, archive) == (2, 0)  # whole, it imports
+    assert imports.import_history(member, archive) == (2, 0)  # whole, it imports
     images.remove(Entry.objects.filter(user=member).values_list("pk", flat=True))
     Thread.objects.filter(user=member).delete()
     damaged = archive.replace(bytes([1]) * 12, bytes([2]) * 12)  # the second image: its CRC no longer matches
-    with pytest.raises(export.ImportRefused, match="That zip is damaged; nothing was imported"):
-        export.import_history(member, damaged)
+    with pytest.raises(imports.ImportRefused, match="That zip is damaged; nothing was imported"):
+        imports.import_history(member, damaged)
     assert not Thread.objects.filter(user=member).exists()
     assert sorted(p.name for p in images.folder(0).parent.iterdir()) == sorted(
         str(e.pk) for e in Entry.objects.filter(user=owner)

@@ -1,0 +1,299 @@
+"""History back in: a history zip, its history.json, or a thread's JSON (as search.export
+writes them) restored for a person, all or nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+import zlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO
+
+from django.db import connection, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from search import images
+from search.export import FORMAT
+from search.models import Entry, Thread
+from search.render import scrub
+
+MAX_IMPORT = 50 * 1024 * 1024  # one conversation; or a whole file not in pplxweb's own layout
+MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
+WRITE_BATCH = 500  # entries written per transaction while importing
+# history.json's first line as export.history_zip writes it: then one conversation per line
+LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
+STATUSES = {s for s, _ in Entry.Status.choices}
+SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
+STEP_KEYS = ("kind", "text")
+STILL_ARRIVING = "This answer was still arriving when it was exported; what had arrived is kept."
+
+
+class ImportRefused(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _when(value) -> datetime:
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise ImportRefused("A date in the file is not a date; nothing was imported.")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+
+
+def _scrubbed(value):
+    """Every string without lone surrogates: JSON can carry them, the database cannot store them."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub(str(k)): _scrubbed(v) for k, v in value.items()}
+    return value
+
+
+def _parsed(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
+
+
+def _threads_of(data) -> list:
+    if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("threads"), list):
+        return data["threads"]
+    if isinstance(data, dict) and isinstance(data.get("entries"), list):
+        return [data]  # one exported thread
+    raise ImportRefused(
+        "That is not a pplxweb history export (history.json or a thread's JSON); nothing was imported."
+    )
+
+
+def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
+    """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
+    history.json has one per line and is read line by line, whatever its size; any other layout
+    (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
+    first = stream.readline(MAX_IMPORT + 1)
+    if not LISTING.fullmatch(first):
+        rest = first + stream.read(MAX_IMPORT + 1 - len(first))
+        if len(rest) > MAX_IMPORT:
+            raise ImportRefused(
+                "That file is larger than 50 MB and not laid out as pplxweb writes it; nothing was imported."
+            )
+        for thread in _threads_of(_parsed(rest)):
+            yield _checked(_scrubbed(thread))
+        return
+    while line := stream.readline(MAX_IMPORT + 1):
+        if len(line) > MAX_IMPORT:
+            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+        line = line.strip()
+        if line == b"]}":
+            return
+        if line:
+            yield _checked(_scrubbed(_parsed(line.removesuffix(b","))))
+    raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
+
+
+def _checked(thread) -> dict:
+    if not isinstance(thread, dict) or not isinstance(thread.get("entries"), list) or not thread["entries"]:
+        raise ImportRefused("A conversation in the file has no entries; nothing was imported.")
+    for entry in thread["entries"]:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("question"), str)
+            or not entry["question"].strip()
+        ):
+            raise ImportRefused("An entry in the file has no question; nothing was imported.")
+        if entry.get("status", "completed") not in STATUSES or not isinstance(entry.get("sources", []), list):
+            raise ImportRefused("An entry in the file is malformed; nothing was imported.")
+        entry["created"] = _when(entry.get("created"))
+    return thread
+
+
+def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
+    """Restore exported threads for `user` from the file's bytes or the (seekable) file; returns
+    (imported, skipped as already there). All or nothing: written WRITE_BATCH entries per
+    transaction (others' searches are not held up by a large import), and what was written is
+    removed again if a later conversation is refused."""
+    handle = io.BytesIO(source) if isinstance(source, bytes) else source
+    size = handle.seek(0, io.SEEK_END)
+    handle.seek(0)
+    head = handle.read(2)
+    handle.seek(0)
+    archive = None
+    stream = handle
+    if head == b"PK":
+        if size > MAX_ZIP:
+            raise ImportRefused("That zip is larger than 4 GB; nothing was imported.")
+        try:
+            archive = zipfile.ZipFile(handle)
+            stream = archive.open("history.json")
+        except (zipfile.BadZipFile, KeyError):
+            raise ImportRefused("That zip has no history.json in it; nothing was imported.") from None
+    made: list[int] = []  # threads written: removed again if the import fails
+    written: list[int] = []  # entries whose images were written: likewise
+    try:
+        return _import(user, _read_threads(stream), archive, made, written)
+    except BaseException as exc:
+        for start in range(0, len(made), WRITE_BATCH):
+            Thread.objects.filter(pk__in=made[start : start + WRITE_BATCH]).delete()
+        images.remove(written)
+        if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
+            raise ImportRefused("That zip is damaged; nothing was imported.") from None
+        raise
+
+
+def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
+    """Whole conversations, about WRITE_BATCH entries at a time."""
+    batch: list[dict] = []
+    count = 0
+    for thread in threads:
+        batch.append(thread)
+        count += len(thread["entries"])
+        if count >= WRITE_BATCH:
+            yield batch
+            batch, count = [], 0
+    if batch:
+        yield batch
+
+
+def _import(
+    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, made: list[int], written: list[int]
+) -> tuple[int, int]:
+    imported = skipped = 0
+    for batch in _batches(threads):
+        with transaction.atomic():
+            # a conversation is already here when its first question was asked at the same moment
+            firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
+            here = set(
+                Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
+                    "question", "created"
+                )
+            )
+            new = []
+            for thread in batch:
+                first = thread["entries"][0]
+                if (first["question"], first["created"]) in here:
+                    skipped += 1
+                    continue
+                here.add((first["question"], first["created"]))
+                new.append(thread)
+            if not new:
+                continue
+            rows = Thread.objects.bulk_create(
+                Thread(
+                    user=user,
+                    title=str(t.get("title") or t["entries"][0]["question"])[:300],
+                    read_write_token=str(t.get("read_write_token") or "")[:200],
+                    thread_url_slug=str(t.get("thread_url_slug") or "")[:200],
+                )
+                for t in new
+            )
+            made.extend(row.pk for row in rows)
+            entries = Entry.objects.bulk_create(
+                _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
+            )
+            items = [item for t in new for item in t["entries"]]
+            for entry, item in zip(entries, items, strict=True):
+                # created is set to now on insert (auto_now_add): the file's own moment goes in after
+                entry.created = item["created"]
+                entry.images = _import_images(entry.pk, item.get("images"), archive)
+                if entry.images:
+                    written.append(entry.pk)
+            _set(entries, "created", "images")
+            for row, t in zip(rows, new, strict=True):
+                # its own moments, not the import's: Recent and follow-ups order by them
+                row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
+            _set(rows, "created", "updated")
+            imported += len(new)
+    return imported, skipped
+
+
+def _entry(item: dict, thread: Thread, user) -> Entry:
+    """An entry as the file has it, shaped as pplxweb saves one (its moment is set after)."""
+    running = item.get("status") == "running"  # still arriving when it was exported: no more here
+    return Entry(
+        thread=thread,
+        user=user,
+        question=item["question"],
+        status="interrupted" if running else item.get("status") or "completed",
+        answer=str(item.get("answer") or ""),
+        sources=_shaped(item.get("sources"), SOURCE_KEYS),
+        related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
+        steps=_shaped(item.get("steps"), STEP_KEYS),
+        options=item["options"] if isinstance(item.get("options"), dict) else {},
+        model_asked=str(item.get("model_asked") or "")[:80],
+        model=str(item.get("model") or "")[:80],
+        error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
+        backend_uuid=str(item.get("backend_uuid") or "")[:200],
+    )
+
+
+def _shaped(items, keys: tuple[str, ...]) -> list[dict]:
+    """A list of records as pplxweb saves them, string fields only: anything else a file puts
+    there is left out (the full-text triggers read sources as JSON objects)."""
+    if not isinstance(items, list):
+        return []
+    return [
+        {key: value if isinstance(value := item.get(key), str) else "" for key in keys}
+        for item in items
+        if isinstance(item, dict)
+    ]
+
+
+def _set(rows: list, *names: str) -> None:
+    """UPDATE these fields of these rows to their values, one statement run for all the rows
+    (bulk_update builds a CASE expression per row and field: most of an import's time)."""
+    meta = rows[0]._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "  # noqa: S608 - names from the model
+            f"WHERE {quote(meta.pk.column)} = %s",
+            [
+                [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+                for row in rows
+            ],
+        )
+
+
+def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> list[dict]:
+    """An imported entry's image records, their files copied from the zip into the data folder
+    (checked as on download: a known image kind, at most images.MAX_BYTES)."""
+    records = []
+    for n, item in enumerate(listed[: images.MAX_PER_ENTRY] if isinstance(listed, list) else []):
+        if not isinstance(item, dict):
+            continue
+        record = {
+            "n": n,
+            "caption": str(item.get("caption") or "")[:300],
+            "width": item["width"]
+            if isinstance(item.get("width"), int) and 0 < item["width"] < 100_000
+            else 0,
+            "height": item["height"]
+            if isinstance(item.get("height"), int) and 0 < item["height"] < 100_000
+            else 0,
+        }
+        name = item.get("file")
+        data = None
+        if archive is not None and isinstance(name, str) and name.startswith("images/"):
+            try:
+                info = archive.getinfo(name)
+                data = archive.read(info) if info.file_size <= images.MAX_BYTES else None
+            except KeyError:
+                data = None
+        kind = images.kind_of(data[:12]) if data else None
+        if kind is None:
+            record["error"] = str(item.get("error") or "") or "This image was not in the imported file."
+        else:
+            folder = images.folder(entry_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{n}.{kind[0]}").write_bytes(data)
+            record["file"] = f"{n}.{kind[0]}"
+        records.append(record)
+    return records
