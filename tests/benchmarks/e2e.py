@@ -4,14 +4,19 @@
 
 One stream (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare httpx client, the
 floor, and (b) through pplxweb end to end (daphne subprocess, a websocket client timing each
-update). Then 50 people search at once on one server process. Prints a table; not a test.
+update). Then 50 people search at once on one server process, in BENCH_CROWDS rounds (3;
+the figures are pooled). Prints a table; not a test.
 Both sides use plain httpx (PPLXWEB_IMPERSONATE=off) so the comparison is like for like; the
 fake sends event i at i * 20 ms after the request, so both timelines share one schedule.
 
 - first update over the floor: the first answer text's arrival through pplxweb minus its arrival
-  at the bare client (pplxweb's start: socket message, database, upstream request);
-- added latency per update, after the first: the same for every later update that brings new
-  text, minus the first one's figure (so the one-off start is not counted 300 times);
+  at the bare client, start included (socket message, database, upstream request);
+- pplxweb's start: from the question sent to the fake starting its stream, over the same for the
+  bare client (the fake records when each stream's schedule started, on the machine's monotonic
+  clock, which every process shares);
+- added latency per update: for every update that brings new text, from the fake starting that
+  stream to the update's arrival, over the same for the floor's arrival of that text. It is what
+  pplxweb adds to each part it relays, its start apart (the start is the figure above);
 - update over the floor, start cost included: the plain difference, for every such update;
 - every answer part: for each of the 300 parts, when the first update showing it arrived, over
   the floor's arrival of it (a part waits for the next update: this includes the ~80 ms cadence);
@@ -27,6 +32,7 @@ over one bare client is printed first, then pplxweb's 50 over that floor.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -49,8 +55,11 @@ os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
 from tests.e2e.conftest import control, start, stop  # noqa: E402
+from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
 EVENTS, PACE, ROUNDS = 300, 0.02, 5
+CROWDS = int(os.environ.get("BENCH_CROWDS", 3))  # rounds of 50 at once
+FLOORS = itertools.count()
 PART = re.compile(r"Part (\d+) ")
 
 
@@ -77,6 +86,9 @@ class Timeline:
     end: float = float("nan")
     bytes: int = 0
     ok: bool = False
+    name: str = ""  # how the fake's record of its stream is found
+    asked: float = 0.0  # time.monotonic() when the question (or the bare request) was sent
+    lead: float = float("nan")  # from `asked` to the fake starting the stream's schedule
 
 
 async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
@@ -86,12 +98,12 @@ async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
 
     from tests.fake_perplexity.app import TOKEN
 
-    seen = Timeline()
+    seen = Timeline(name=f"floor {next(FLOORS)}")
     async with httpx.AsyncClient(timeout=30) as client:  # set up (TLS context) before the clock starts
-        headers = {"cookie": f"__Secure-next-auth.session-token={TOKEN}"}
+        headers = {"cookie": f"__Secure-next-auth.session-token={TOKEN}", "x-bench": seen.name}
         if ready is not None:
             await ready.wait()
-        started = time.monotonic()
+        started = seen.asked = time.monotonic()
         async with client.stream(
             "POST", f"{fake}/rest/sse/perplexity_ask", content=b"{}", headers=headers
         ) as response:
@@ -111,7 +123,7 @@ async def through_pplxweb(
     waits until all sockets are open, then all ask at once."""
     from websockets.asyncio.client import connect
 
-    seen = Timeline()
+    seen = Timeline(name=question)
     async with connect(
         server.replace("http", "ws") + "/ws/search/",
         origin=server,
@@ -120,7 +132,7 @@ async def through_pplxweb(
     ) as ws:
         if ready is not None:
             await ready.wait()
-        started = time.monotonic()
+        started = seen.asked = time.monotonic()
         await ws.send(json.dumps({"q": question}))
         while True:
             message = await asyncio.wait_for(ws.recv(), 60)
@@ -139,11 +151,13 @@ async def through_pplxweb(
 
 
 def typical(runs: list[Timeline]) -> Timeline:
-    """The floor for many clients at once: each part's median arrival over all of them."""
-    base = Timeline(ok=True)
+    """The floor for many clients at once: each part's median arrival over all of them, counted
+    from the fake starting each one's stream, after the median lead."""
+    base = Timeline(ok=True, lead=percentile([r.lead for r in runs], 0.5))
     for part in runs[0].parts:
-        base.parts[part] = percentile([r.parts[part] for r in runs if part in r.parts], 0.5)
-    base.end = percentile([r.end for r in runs], 0.5)
+        relays = [r.parts[part] - r.lead for r in runs if part in r.parts]
+        base.parts[part] = base.lead + percentile(relays, 0.5)
+    base.end = base.lead + percentile([r.end - r.lead for r in runs], 0.5)
     return base
 
 
@@ -152,16 +166,31 @@ async def floors(fake: str, count: int) -> list[Timeline]:
     return await asyncio.gather(*(floor(fake, ready) for _ in range(count)))
 
 
+def find_leads(fake: str, runs: list[Timeline]) -> None:
+    """Each run's lead: when the fake started its stream (its record, found by the bare client's
+    header or pplxweb's question), from when it was asked."""
+    started = {}
+    for record in fake_requests(fake):
+        if "schedule_started" in record:
+            name = record["headers"].get("x-bench") or json.loads(record["body"]).get("query_str")
+            started[name] = record["schedule_started"]
+    for run in runs:
+        run.lead = started[run.name] - run.asked
+
+
 def first_over_floor(run: Timeline, base: Timeline) -> float:
     arrival, part = run.updates[0]
     return (arrival - base.parts[part]) * 1000
 
 
+def start_over_floor(run: Timeline, base: Timeline) -> float:
+    return (run.lead - base.lead) * 1000
+
+
 def added_latency(run: Timeline, base: Timeline) -> list[float]:
-    """Per update after the first: how much later than the floor it arrived, beyond the first
-    update's delay (that one-off start cost is the first figure, not counted again per update)."""
-    offset = first_over_floor(run, base)
-    return [(arrival - base.parts[part]) * 1000 - offset for arrival, part in run.updates[1:]]
+    """Per update: from the fake starting the stream to the update's arrival, over the same for
+    the floor's arrival of that text (pplxweb's start before the stream is not in it)."""
+    return [((arrival - run.lead) - (base.parts[part] - base.lead)) * 1000 for arrival, part in run.updates]
 
 
 def raw_latency(run: Timeline, base: Timeline) -> list[float]:
@@ -182,15 +211,16 @@ def part_latency(run: Timeline, base: Timeline) -> list[float]:
 
 
 def end_over_floor(run: Timeline, base: Timeline) -> float:
-    """From the upstream's last byte to the answer shown as completed, beyond the start cost."""
-    return (run.end - base.end) * 1000 - first_over_floor(run, base)
+    """From the upstream's last byte to the answer shown as completed (its start apart)."""
+    return ((run.end - run.lead) - (base.end - base.lead)) * 1000
 
 
 def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
     """The latency lists for searches through pplxweb, each with its floor."""
-    out: dict[str, list[float]] = {"firsts": [], "adds": [], "raws": [], "parts": []}
+    out: dict[str, list[float]] = {"firsts": [], "starts": [], "adds": [], "raws": [], "parts": []}
     for run, base in pairs:
         out["firsts"].append(first_over_floor(run, base))
+        out["starts"].append(start_over_floor(run, base))
         out["adds"] += added_latency(run, base)
         out["raws"] += raw_latency(run, base)
         out["parts"] += part_latency(run, base)
@@ -211,12 +241,17 @@ def peak_mb(pid: int) -> float:
 
 def profile(pid: int) -> subprocess.Popen | None:
     """With BENCH_PROFILE=FILE, py-spy samples the server during the 50 searches (raw folded
-    stacks in FILE; `py-spy` must be installed in the venv)."""
+    stacks in FILE; `py-spy` must be installed in the venv: 0.3.14 reads this Python, 0.4 did
+    not). BENCH_PROFILE_WINDOW=DELAY,SECONDS (whole seconds) samples only that part of them."""
     out = os.environ.get("BENCH_PROFILE")
     if not out:
         return None
     spy = Path(sys.executable).with_name("py-spy")
     command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "500", "-o", out]
+    if os.environ.get("BENCH_PROFILE_WINDOW"):  # "delay,seconds": only that part of the 50
+        delay, seconds = os.environ["BENCH_PROFILE_WINDOW"].split(",")
+        command = ["sh", "-c", f"sleep {delay}; exec {' '.join(command)} --duration {seconds}"]
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     return proc
@@ -246,6 +281,69 @@ def people(count: int) -> list[str]:
     return cookies
 
 
+@dataclass
+class Crowd:
+    """One round of 50 at once: each search with the floor at 50, and what it cost."""
+
+    pairs: list[tuple[Timeline, Timeline]]
+    errors: int
+    floor_firsts: list[float]
+    floor_parts: list[float]
+    floor_spread: list[float]
+    cpu: float
+    wall: float
+    others: float
+
+    @property
+    def adds(self) -> list[float]:
+        return figures(self.pairs)["adds"]
+
+
+def crowd(fake: str, server: str, cookies: list[str], round_: int, fake_pid: int, server_pid: int) -> Crowd:
+    """The floor at 50 (50 bare clients at once; the fake and the clients share this machine),
+    then 50 people asking pplxweb at once."""
+
+    async def everyone():
+        ready = asyncio.Barrier(len(cookies))
+        return await asyncio.gather(
+            *(through_pplxweb(server, c, f"crowd {round_} {i}", ready) for i, c in enumerate(cookies)),
+            return_exceptions=True,
+        )
+
+    single = asyncio.run(floor(fake))
+    crowd_floor = asyncio.run(floors(fake, len(cookies)))
+    cpu_before, wall_before = cpu_seconds(server_pid), time.monotonic()
+    others_before = cpu_seconds(fake_pid) + cpu_seconds(os.getpid())
+    spy = profile(server_pid) if round_ == 0 else None
+    results = asyncio.run(everyone())
+    if spy is not None:
+        if not os.environ.get("BENCH_PROFILE_WINDOW"):
+            spy.send_signal(2)
+        spy.wait()
+    cpu, wall = cpu_seconds(server_pid) - cpu_before, time.monotonic() - wall_before
+    others = cpu_seconds(fake_pid) + cpu_seconds(os.getpid()) - others_before
+    done = [r for r in results if not isinstance(r, BaseException) and r.ok]
+    find_leads(fake, crowd_floor + done)
+    base = typical(crowd_floor)
+    if os.environ.get("BENCH_DUMP"):
+        Path(f"{os.environ['BENCH_DUMP']}.{round_}").write_text(
+            json.dumps({"floor": [vars(r) for r in crowd_floor], "runs": [vars(r) for r in done]})
+        )
+    return Crowd(
+        pairs=[(r, base) for r in done],
+        errors=len(results) - len(done),
+        floor_firsts=[(r.parts[min(r.parts)] - single.parts[min(r.parts)]) * 1000 for r in crowd_floor],
+        floor_parts=[(r.parts[p] - single.parts[p]) * 1000 for r in crowd_floor for p in r.parts],
+        # how far one bare client's relay of a part strays from the 50's median: the machine's noise
+        floor_spread=[
+            ((r.parts[p] - r.lead) - (base.parts[p] - base.lead)) * 1000 for r in crowd_floor for p in r.parts
+        ],
+        cpu=cpu,
+        wall=wall,
+        others=others,
+    )
+
+
 def main() -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
@@ -257,7 +355,7 @@ def main() -> None:
     server = f"http://127.0.0.1:{server_port}"
     try:
         control(fake, ask={"answer": answer(), "pace": PACE})
-        pairs, ends, cpus, ratios = [], [], [], []
+        pairs, cpus, ratios = [], [], []
         from search.render import render_answer
 
         html_size = len(render_answer("".join(answer())).encode())
@@ -271,39 +369,23 @@ def main() -> None:
             cpus.append(cpu_seconds(server_proc.pid) - cpu_before)
             assert run.ok, "the single search did not complete"
             pairs.append((run, base))
-            ends.append(end_over_floor(run, base))
             ratios.append(run.bytes / html_size)
+        find_leads(fake, [timeline for pair in pairs for timeline in pair])
+        ends = [end_over_floor(run, base) for run, base in pairs]
 
-        async def crowd():
-            ready = asyncio.Barrier(len(cookies) - 1)
-            return await asyncio.gather(
-                *(through_pplxweb(server, c, f"crowd {i}", ready) for i, c in enumerate(cookies[1:])),
-                return_exceptions=True,
-            )
-
-        # the floor at 50: 50 bare clients at once (the fake and the clients share this machine)
-        single = asyncio.run(floor(fake))
-        crowd_floor = asyncio.run(floors(fake, len(cookies) - 1))
-        base = typical(crowd_floor)
-        floor_firsts = [(r.parts[min(r.parts)] - single.parts[min(r.parts)]) * 1000 for r in crowd_floor]
-        floor_parts = [(r.parts[p] - single.parts[p]) * 1000 for r in crowd_floor for p in r.parts]
-        cpu_before, wall_before = cpu_seconds(server_proc.pid), time.monotonic()
-        others_before = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid())
-        spy = profile(server_proc.pid)
-        results = asyncio.run(crowd())
-        if spy is not None:
-            spy.send_signal(2)
-            spy.wait()
-        crowd_cpu, crowd_wall = cpu_seconds(server_proc.pid) - cpu_before, time.monotonic() - wall_before
-        others_cpu = cpu_seconds(fake_proc.pid) + cpu_seconds(os.getpid()) - others_before
-        done = [r for r in results if not isinstance(r, BaseException) and r.ok]
-        errors = len(results) - len(done)
-        one, many = figures(pairs), figures([(r, base) for r in done])
+        crowds = [
+            crowd(fake, server, cookies[1:], round_, fake_proc.pid, server_proc.pid)
+            for round_ in range(CROWDS)
+        ]
+        many = figures([pair for c in crowds for pair in c.pairs])
+        errors = sum(c.errors for c in crowds)
+        one = figures(pairs)
         import django  # noqa: F401 - set up in people()
 
         from search.models import Entry
 
         saved = Entry.objects.filter(question__startswith="crowd", status="completed").count()
+        per_round = ", ".join(f"{percentile(c.adds, 0.95):.1f}" for c in crowds)
 
         def p50_95(values: list[float]) -> str:
             return f"{percentile(values, 0.5):.1f} / {percentile(values, 0.95):.1f}"
@@ -311,26 +393,48 @@ def main() -> None:
         rows = [
             ("first search after the server started: first update over the floor (ms)", f"{cold:.1f}"),
             (f"one search ({ROUNDS} warm rounds), p50 / p95 in ms:", ""),
-            ("  first update over the floor", p50_95(one["firsts"])),
-            ("  added latency per update, after the first", p50_95(one["adds"])),
+            ("  first update over the floor (start included)", p50_95(one["firsts"])),
+            ("  pplxweb's start: question sent -> Perplexity asked, over the floor's", p50_95(one["starts"])),
+            ("  added latency per update (its start apart)", p50_95(one["adds"])),
             ("  update over the floor, start cost included", p50_95(one["raws"])),
             ("  every answer part: shown over the floor, with start and cadence", p50_95(one["parts"])),
             ("  upstream end -> shown completed", p50_95(ends)),
             ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
             ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
             ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
-            ("50 bare clients at once (the floor at 50), over one bare client, p50 / p95 in ms:", ""),
-            ("  first answer part", p50_95(floor_firsts)),
-            ("  every answer part", p50_95(floor_parts)),
-            ("50 at once through pplxweb on one process, over the floor at 50, p50 / p95 in ms:", ""),
-            ("  first update over the floor", p50_95(many["firsts"])),
-            ("  added latency per update, after the first", p50_95(many["adds"])),
+            (
+                f"50 bare clients at once (the floor at 50), over one bare client ({CROWDS} rounds), p50 / p95 in ms:",
+                "",
+            ),
+            ("  first answer part", p50_95([x for c in crowds for x in c.floor_firsts])),
+            ("  every answer part", p50_95([x for c in crowds for x in c.floor_parts])),
+            (
+                "  every answer part, from its stream's start, over the 50's median",
+                p50_95([x for c in crowds for x in c.floor_spread]),
+            ),
+            (
+                f"50 at once through pplxweb on one process ({CROWDS} rounds), over the floor at 50, p50 / p95 in ms:",
+                "",
+            ),
+            ("  first update over the floor (start included)", p50_95(many["firsts"])),
+            (
+                "  pplxweb's start: question sent -> Perplexity asked, over the floor's",
+                p50_95(many["starts"]),
+            ),
+            ("  added latency per update (its start apart)", p50_95(many["adds"])),
+            ("    the same, p95 of each round", per_round),
             ("  update over the floor, start cost included", p50_95(many["raws"])),
             ("  every answer part: shown over the floor, with start and cadence", p50_95(many["parts"])),
-            ("  server CPU seconds, all 50 / wall seconds", f"{crowd_cpu:.1f} / {crowd_wall:.1f}"),
-            ("  the fake's and the 50 clients' CPU seconds (same machine)", f"{others_cpu:.1f}"),
+            (
+                "  server CPU seconds, all 50 / wall seconds (per round)",
+                f"{sum(c.cpu for c in crowds) / CROWDS:.1f} / {sum(c.wall for c in crowds) / CROWDS:.1f}",
+            ),
+            (
+                "  the fake's and the 50 clients' CPU seconds (same machine, per round)",
+                f"{sum(c.others for c in crowds) / CROWDS:.1f}",
+            ),
             ("  errors", str(errors)),
-            ("  entries saved completed", f"{saved} / 50"),
+            ("  entries saved completed", f"{saved} / {50 * CROWDS}"),
         ]
         width = max(len(r[0]) for r in rows)
         for name, value in rows:

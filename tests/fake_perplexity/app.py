@@ -39,7 +39,7 @@ import json
 import struct
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -81,6 +81,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes
+    record: dict = field(default_factory=dict)  # what /_requests shows of it
 
     def json(self) -> dict:
         try:
@@ -108,15 +109,14 @@ async def application(scope, receive, send) -> None:
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
     request = Request(scope["method"], scope["path"], query, headers, body)
     if not request.path.startswith("/_"):
-        state["requests"].append(
-            {
-                "path": request.path,
-                "query": query,
-                "headers": headers,
-                "body": body.decode("utf-8", "replace"),
-                "peer": list(scope.get("client") or ()),  # which connection it came on
-            }
-        )
+        request.record = {
+            "path": request.path,
+            "query": query,
+            "headers": headers,
+            "body": body.decode("utf-8", "replace"),
+            "peer": list(scope.get("client") or ()),  # which connection it came on
+        }
+        state["requests"].append(request.record)
     if request.method == "GET" and request.path.startswith("/_media/"):
         await respond(send, 200, headers=[(b"content-type", b"image/png")], raw=png(), kind=b"image/png")
         return
@@ -298,9 +298,11 @@ async def refuse(send, fault: str, api: bool) -> None:
 RESET_HERE = b": fake-reset-here\n\n"  # an SSE comment; the relay drops the socket where it sees it
 
 
-async def replay(send, frames: list[bytes], end: bytes, plan: dict) -> None:
+async def replay(send, frames: list[bytes], end: bytes, plan: dict, record: dict) -> None:
     """Send the frames on an absolute schedule (frame i at i * pace), with the plan's fault.
-    A reset is asked of the relay in front (proxy.py) by a response header it acts on."""
+    A reset is asked of the relay in front (proxy.py) by a response header it acts on. The
+    schedule's start goes in the request's record as `schedule_started` (time.monotonic(), one
+    clock for every process on the machine: the benchmark times what came after it)."""
     fault, pace = plan.get("fault", ""), float(plan.get("pace", 0.02))
     headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
     if fault == "reset_before_status":
@@ -309,7 +311,7 @@ async def replay(send, frames: list[bytes], end: bytes, plan: dict) -> None:
     if fault == "reset_before_status":
         await send({"type": "http.response.body", "body": b""})
         return
-    started = time.monotonic()
+    started = record["schedule_started"] = time.monotonic()
     for index, chunk in enumerate(frames):
         if fault == "reset_mid_stream" and index == len(frames) * 2 // 3:
             await send({"type": "http.response.body", "body": RESET_HERE, "more_body": True})
@@ -347,7 +349,7 @@ async def ask(send, request: Request) -> None:
     else:
         answer = plan.get("answer") or DEFAULT_ANSWER
         stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
-    await replay(send, [frame(e, framing) for e in stream], end_frame(framing), plan)
+    await replay(send, [frame(e, framing) for e in stream], end_frame(framing), plan, request.record)
 
 
 async def chat_completions(send, request: Request) -> None:
@@ -368,7 +370,7 @@ async def chat_completions(send, request: Request) -> None:
         return
     chunks = api_chunks(plan.get("answer") or DEFAULT_ANSWER, body["model"], complete=fault not in OPEN_ENDED)
     frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
-    await replay(send, frames, b"data: [DONE]\n\n", plan)
+    await replay(send, frames, b"data: [DONE]\n\n", plan, request.record)
 
 
 IMAGE_HOST = "https://user-gen-media-assets.s3.amazonaws.com/"
