@@ -18,6 +18,15 @@ class DecryptionError(Exception):
     """No configured key opens a stored value (wrong or missing PPLXWEB_FIELD_KEYS)."""
 
 
+UNREADABLE = (
+    "pplxweb cannot read the stored Perplexity sign-in: none of its encryption keys "
+    "(PPLXWEB_FIELD_KEYS, or the data dir's field_keys file) opens it. The owner can put back the key "
+    "that was in use; the README's key rotation section says where keys live."
+)
+"""What a person is told when their credential row does not open (the log has DecryptionError's
+own words, for the owner)."""
+
+
 @cache
 def _fernet(keys: tuple[str, ...]) -> MultiFernet:
     return MultiFernet([Fernet(key) for key in keys])

@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "accounts.middleware.UnreadableCredentialsMiddleware",
 ]
 
 ROOT_URLCONF = "pplxweb.urls"

@@ -9,11 +9,13 @@ conversation on Perplexity. A conversation is deleted there only when all of it 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
 from django.db.models import QuerySet
 
+from accounts.fields import UNREADABLE, DecryptionError
 from accounts.models import PerplexityAccount
 from accounts.services import keep_rotated_cookies, make_client
 from accounts.services.link import mark_auth_problem
@@ -22,6 +24,7 @@ from search.models import Entry
 
 MAX = 200  # conversations Perplexity may be asked to delete at once (one request each, 4 at a time)
 AT_ONCE = 4
+log = logging.getLogger(__name__)
 ON_PERPLEXITY = ("session", "shared")  # the credentials whose answers live in a Perplexity thread
 TOO_MANY = f"Perplexity can be asked to delete at most {MAX} conversations at a time; nothing was deleted."
 
@@ -63,18 +66,20 @@ def first_answers(threads: QuerySet) -> dict[int, Upstream]:
 def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:
     """Ask Perplexity to delete them: (all deleted?, a sentence saying how it went)."""
     accounts = {
-        "session": PerplexityAccount.objects.filter(user=user, session__isnull=False).first(),
-        "shared": PerplexityAccount.objects.filter(
-            shared=True, user__is_superuser=True, session__isnull=False
-        )
-        .order_by("pk")
-        .first(),
+        "session": _account(PerplexityAccount.objects.filter(user=user, session__isnull=False)),
+        "shared": _account(
+            PerplexityAccount.objects.filter(
+                shared=True, user__is_superuser=True, session__isnull=False
+            ).order_by("pk")
+        ),
     }
     failures: list[str] = []
     jobs: dict[int, tuple[PerplexityAccount, list[Upstream]]] = {}
     for conversation in conversations:
         account = accounts.get(conversation.kind)
-        if account is None or not account.linked:
+        if isinstance(account, DecryptionError):
+            failures.append(UNREADABLE)
+        elif account is None or not account.linked:
             failures.append("The Perplexity account it was asked with is no longer linked here.")
         else:
             jobs.setdefault(account.pk, (account, []))[1].append(conversation)
@@ -95,6 +100,15 @@ def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:
     total, deleted = len(conversations), len(conversations) - len(failures)
     said = f"{deleted} of the {total} conversations were deleted on Perplexity too."
     return not failures, f"{said} The others were not: {failures[0]}" if failures else said
+
+
+def _account(accounts: QuerySet) -> PerplexityAccount | DecryptionError | None:
+    """The first of these accounts, or the error if its stored sign-in does not open."""
+    try:
+        return accounts.first()
+    except DecryptionError as exc:
+        log.error("deleting on Perplexity: %s", exc)
+        return exc
 
 
 async def _delete_all(jobs: list[tuple[PerplexityAccount, list[Upstream]]]) -> list:

@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
+from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import (
     Credential,
     NoCredential,
@@ -324,6 +325,9 @@ class Run:
             self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
         except NoCredential as exc:
             self.status, self.error = Entry.Status.FAILED, exc.message
+        except DecryptionError as exc:  # a server misconfiguration: the owner's words go to the log
+            log.error("search run for entry %s: %s", self.entry_id, exc)
+            self.status, self.error = Entry.Status.FAILED, UNREADABLE
         except PerplexityError as exc:
             self._partial(stream)
             self.status, self.error = Entry.Status.FAILED, exc.message

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import weakref
 from collections.abc import Callable
 
@@ -18,10 +19,13 @@ from channels.db import database_sync_to_async
 from django.db import IntegrityError
 from django.http import Http404, QueryDict
 
+from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import catalogue
 from search import services
 from search.display import catalogue_models
 from search.forms import SearchForm
+
+log = logging.getLogger(__name__)
 
 
 def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
@@ -31,6 +35,12 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     current = catalogue()
     outcomes: list = [None] * len(asks)
     valid = _valid_forms(asks, current, outcomes)
+    # the credentials first: someone whose stored sign-in does not open starts nothing (no row)
+    preloaded = _preloads({asks[i][0].pk: asks[i][0] for i, _ in valid}, catalogue_models(current))
+    for i, _ in valid:
+        if asks[i][0].pk not in preloaded:
+            outcomes[i] = f"{UNREADABLE} Nothing was started."
+    valid = [(i, form) for i, form in valid if asks[i][0].pk in preloaded]
     people = {asks[i][0].pk: asks[i][0] for i, _ in valid}
     try:
         valid, started = _start(asks, valid, people, outcomes)
@@ -38,8 +48,6 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
         # Someone was removed, or a thread deleted, between the checks and the commit: the
         # transaction rolled back whole (no row, no token), and this time the checks see it.
         valid, started = _start(asks, valid, people, outcomes)
-    launched = [people[pk] for pk in {e.user_id for e in started if not isinstance(e, Exception)}]
-    preloaded = services.preloads(launched, catalogue_models(current))
     for (i, form), entry in zip(valid, started, strict=True):
         if isinstance(entry, services.SearchRefused):
             outcomes[i] = entry.message
@@ -49,6 +57,22 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
             request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
             outcomes[i] = (entry, request, preloaded[entry.user_id])
     return outcomes
+
+
+def _preloads(people: dict, models: dict) -> dict:
+    """services.preloads for these people (by pk), leaving out whoever's credential row no key
+    opens; the others start as usual."""
+    try:
+        return services.preloads(list(people.values()), models)
+    except DecryptionError:
+        pass
+    readable = {}
+    for pk, user in people.items():
+        try:
+            readable.update(services.preloads([user], models))
+        except DecryptionError as exc:
+            log.error("search by user %s not started: %s", pk, exc)
+    return readable
 
 
 def _start(asks: list, valid: list, people: dict, outcomes: list) -> tuple[list, list]:

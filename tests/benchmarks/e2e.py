@@ -247,7 +247,19 @@ def profile(pid: int) -> subprocess.Popen | None:
     if not out:
         return None
     spy = Path(sys.executable).with_name("py-spy")
-    command = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "500", "-o", out]
+    command = [
+        str(spy),
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "raw",
+        "--rate",
+        "500",
+        "-o",
+        out,
+        *os.environ.get("BENCH_PROFILE_ARGS", "").split(),
+    ]
     if os.environ.get("BENCH_PROFILE_WINDOW"):  # "delay,seconds": only that part of the 50
         delay, seconds = os.environ["BENCH_PROFILE_WINDOW"].split(",")
         command = ["sh", "-c", f"sleep {delay}; exec {' '.join(command)} --duration {seconds}"]
