@@ -22,6 +22,10 @@ from search.models import Entry
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
+try:  # daphne's websocket library: a send after the browser began closing raises this
+    from autobahn.exception import Disconnected as SocketClosing
+except ImportError:  # another ASGI server
+    SocketClosing = ()
 
 
 def _as_querydict(data: dict) -> QueryDict:
@@ -130,6 +134,15 @@ class SearchConsumer(AsyncWebsocketConsumer):
         if entry_id not in self.watching:
             self.watching.add(entry_id)
             await self.channel_layer.group_add(runner.group(entry_id), self.channel_name)
+
+    async def send(self, text_data=None, bytes_data=None, close=False) -> None:
+        # The browser may close the socket while a fragment is on its way (a tab closed mid-answer):
+        # once its closing handshake has begun and before daphne hears of it, a send raises. There
+        # is nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except SocketClosing:
+            log.debug("socket %s closing; a fragment was not delivered", self.channel_name)
 
     async def error(self, message: str) -> None:
         await self.send(text_data=render_to_string("search/error_fragment.html", {"message": message}))

@@ -500,3 +500,24 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     assert loop.time() - shown >= 0.4  # the end's database work came after the words
     await comm.disconnect()
     assert (await Entry.objects.aget()).answer == "".join(words(30))
+
+
+async def test_a_fragment_for_a_socket_the_browser_is_closing_is_dropped_quietly():
+    """daphne raises on a send once the browser's closing handshake began; nobody is left to tell."""
+    from autobahn.exception import Disconnected
+
+    from search.consumers import SearchConsumer
+
+    async def closing(message):
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    consumer = SearchConsumer()
+    consumer.base_send, consumer.channel_name = closing, "specific.test"
+    await consumer.entry_fragment({"type": "entry.fragment", "html": "<p>late</p>"})  # no exception
+
+    async def broken(message):
+        raise RuntimeError("something else")
+
+    consumer.base_send = broken
+    with pytest.raises(RuntimeError):  # only that one is expected
+        await consumer.entry_fragment({"type": "entry.fragment", "html": "<p>late</p>"})
