@@ -8,6 +8,9 @@ Each fragment is rendered from a template and replaces (or appends to) an elemen
 - the growing last block (the tail) travels as plain text appended to `entry-N-tail`, and is
   re-rendered as markdown at most once a second while it keeps growing;
 - if upstream rewrites text already sent, the whole answer is sent again.
+
+The other parts of a running entry (status, steps, sources, related questions, meta, images) are
+re-rendered whole, each only when what it shows changed (`changed_parts`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any
 from django.template.loader import render_to_string
 from markdown_it import MarkdownIt
 
-from search.render import render_answer, scrub
+from pplxweb.perplexity.extract import Result
+from search.display import model_label
+from search.models import Entry
+from search.render import render_answer, render_sources, scrub
 
 TAIL_RENDER_EVERY = 1.0  # seconds
 
@@ -112,3 +118,77 @@ class AnswerStream:
     @staticmethod
     def _key(sources: list[Any]) -> tuple:
         return tuple(s.url if hasattr(s, "url") else s.get("url") for s in sources)
+
+
+# --- a run's fragments (`run` is a search.runner.Run) ---------------------------------------------
+
+
+def changed_parts(run, final: bool = False) -> list[str]:
+    """Fragments for what changed since the run's last update (all of them on `final`)."""
+    result = run.result or Result(status="running")
+    context = _context(run)
+    parts = []
+    keys = {
+        "status": (run.status, run.error),
+        "steps": (tuple(s["text"] for s in context["steps"]), context["running"]),
+        "sources": tuple(s.url for s in result.sources),
+        "related": tuple(context["related"]),
+        "meta": (result.model, result.downgraded, run.error, final),
+        "images": tuple((r["n"], r.get("file"), r.get("error")) for r in context["images"]),
+    }
+    for name, key in keys.items():
+        if run.sent.get(name) != key:
+            run.sent[name] = key
+            if name == "sources":
+                parts.append(_sources_fragment(run.entry_id, result))
+            else:
+                parts.append(_part(name, context))
+    parts += run.answer.update(result.answer, result.sources, final=final)
+    return parts
+
+
+def full_state(run) -> str:
+    """Every part of the run as it is now, for a newcomer."""
+    result = run.result or Result(status="running")
+    context = _context(run)
+    parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images")]
+    parts.append(_sources_fragment(run.entry_id, result))
+    parts.append(run.answer.full(result.answer, result.sources))
+    return "".join(parts)
+
+
+def _context(run) -> dict:
+    result = run.result or Result(status="running")
+    return {
+        "entry_id": run.entry_id,
+        "thread_id": run.thread_id,
+        "status": run.status,
+        "status_label": dict(Entry.Status.choices).get(run.status, run.status),
+        "running": run.status == Entry.Status.RUNNING,
+        "started_ms": int((time.time() - (time.monotonic() - run.started)) * 1000),
+        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-30:]],
+        "related": [scrub(q) for q in result.related],
+        "model": model_label(result.model, run.models),
+        "downgraded": result.downgraded,
+        "error": run.error,
+        "seconds": round(time.monotonic() - run.started, 1),
+        "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
+        "images": run.downloads.records(),
+        "oob": True,
+    }
+
+
+def _part(name: str, context: dict) -> str:
+    return render_to_string(f"search/{name}_fragment.html", context)
+
+
+def _sources_fragment(entry_id: int, result: Result) -> str:
+    return render_to_string(
+        "search/sources_fragment.html",
+        {
+            "entry_id": entry_id,
+            "sources": render_sources(result.sources),
+            "count": len(result.sources),
+            "oob": True,
+        },
+    )

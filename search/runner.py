@@ -17,7 +17,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.template.loader import render_to_string
 
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import (
@@ -32,11 +31,9 @@ from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer
 from pplxweb.perplexity.request import AskRequest
-from search import images, services
-from search.display import model_label
+from search import fragments, images, services
 from search.fragments import AnswerStream
 from search.models import Entry
-from search.render import render_sources, scrub
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY = 0.08  # seconds between answer updates
@@ -112,73 +109,6 @@ class Run:
         self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
         self.layer = get_channel_layer()
 
-    # --- fragments -----------------------------------------------------------------------------
-
-    def _context(self) -> dict:
-        result = self.result or Result(status="running")
-        return {
-            "entry_id": self.entry_id,
-            "thread_id": self.thread_id,
-            "status": self.status,
-            "status_label": dict(Entry.Status.choices).get(self.status, self.status),
-            "running": self.status == Entry.Status.RUNNING,
-            "started_ms": int((time.time() - (time.monotonic() - self.started)) * 1000),
-            "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-30:]],
-            "related": [scrub(q) for q in result.related],
-            "model": model_label(result.model, self.models),
-            "downgraded": result.downgraded,
-            "error": self.error,
-            "seconds": round(time.monotonic() - self.started, 1),
-            "first_text": round(self.first_text_ms / 1000, 1) if self.first_text_ms else None,
-            "images": self.downloads.records(),
-            "oob": True,
-        }
-
-    def _part(self, name: str, context: dict) -> str:
-        return render_to_string(f"search/{name}_fragment.html", context)
-
-    def changed_parts(self, final: bool = False) -> list[str]:
-        """Fragments for what changed since the last update (all of them on `final`)."""
-        result = self.result or Result(status="running")
-        context = self._context()
-        parts = []
-        keys = {
-            "status": (self.status, self.error),
-            "steps": (tuple(s["text"] for s in context["steps"]), context["running"]),
-            "sources": tuple(s.url for s in result.sources),
-            "related": tuple(context["related"]),
-            "meta": (result.model, result.downgraded, self.error, final),
-            "images": tuple((r["n"], r.get("file"), r.get("error")) for r in context["images"]),
-        }
-        for name, key in keys.items():
-            if self.sent.get(name) != key:
-                self.sent[name] = key
-                if name == "sources":
-                    parts.append(self._sources_fragment(result))
-                else:
-                    parts.append(self._part(name, context))
-        parts += self.answer.update(result.answer, result.sources, final=final)
-        return parts
-
-    def _sources_fragment(self, result: Result) -> str:
-        return render_to_string(
-            "search/sources_fragment.html",
-            {
-                "entry_id": self.entry_id,
-                "sources": render_sources(result.sources),
-                "count": len(result.sources),
-                "oob": True,
-            },
-        )
-
-    def full_state(self) -> str:
-        result = self.result or Result(status="running")
-        context = self._context()
-        parts = [self._part(n, context) for n in ("status", "steps", "related", "meta", "images")]
-        parts.append(self._sources_fragment(result))
-        parts.append(self.answer.full(result.answer, result.sources))
-        return "".join(parts)
-
     async def send(self, html: str) -> None:
         if html:
             self.stats["updates"] += 1
@@ -226,11 +156,11 @@ class Run:
                 if first_words and self.first_text_ms is not None:
                     self._last_update -= cadence_phase(self.entry_id)
             if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
-                state = self.full_state()
+                state = fragments.full_state(self)
                 for channel in self._syncs:
                     await self.layer.send(channel, {"type": "entry.fragment", "html": state})
                 self._syncs.clear()
-            await self.send("".join(self.changed_parts(final=final)))
+            await self.send("".join(fragments.changed_parts(self, final=final)))
 
     # --- the run -------------------------------------------------------------------------------
 
