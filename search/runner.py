@@ -96,6 +96,7 @@ class Run:
     models: dict = field(default_factory=dict)  # the catalogue, for model names
     snapshot: Any = None  # the latest merged snapshot
     _extracted: Any = None
+    _shown: Any = None  # the snapshot the last update showed (a progress save also extracts)
     _flush: asyncio.TimerHandle | None = None
     _last_update: float = 0.0
     _last_event: float = 0.0
@@ -153,6 +154,7 @@ class Run:
             if not final:
                 first_words = self.first_text_ms is None
                 self._refresh_result()
+                self._shown = self.snapshot
                 if first_words and self.first_text_ms is not None:
                     self._last_update -= cadence_phase(self.entry_id)
             if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
@@ -235,7 +237,7 @@ class Run:
                             last_save = now
                             self.save_progress()
                 self._cancel_flush()
-                if self.snapshot is not self._extracted:  # the last words go out now, not after
+                if self.snapshot is not self._shown:  # the last words go out now, not after
                     await self.update()  # the end's database work (it can queue behind others')
                 self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
                 self.status, self.error = self.result.status, self.result.error or ""

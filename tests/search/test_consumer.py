@@ -502,6 +502,31 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     assert (await Entry.objects.aget()).answer == "".join(words(30))
 
 
+async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them_first(
+    owner, alinked, upstream, monkeypatch
+):
+    """A progress save extracts the newest snapshot to write it. When it starts on the last event,
+    that snapshot was read but never shown: the last words must still go out when the stream
+    ends, not after the end's database work (which waits for that save)."""
+    import time as time_module
+
+    from search import runner
+
+    monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)
+    monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
+    monkeypatch.setattr(runner, "record_search", lambda *args: time_module.sleep(0.5))
+    serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "saved as it went"}))
+    loop = asyncio.get_running_loop()
+    last = await receive_until(comm, "word11")
+    shown = loop.time()
+    assert "status-completed" not in last[-1]
+    await receive_until(comm, "status-completed")
+    assert loop.time() - shown >= 0.4  # the words came before the end's database work
+    await comm.disconnect()
+
+
 async def test_a_fragment_for_a_socket_the_browser_is_closing_is_dropped_quietly():
     """daphne raises on a send once the browser's closing handshake began; nobody is left to tell."""
     from autobahn.exception import Disconnected
