@@ -16,7 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import certifi
+import httpcore
 import httpx
+
+from pplxweb.perplexity import network
 
 # curl_cffi notes that it treats `__Secure-` cookies as secure; pplxweb keeps cookies itself.
 warnings.filterwarnings("ignore", message="`secure` changed to True", module="curl_cffi")
@@ -58,8 +61,26 @@ def load(impersonate: str) -> None:
 def make_transport(impersonate: str, keep: str = "") -> httpx.AsyncBaseTransport:
     """`keep`: the Perplexity account whose kept connection to use (curl only; "" = a fresh one)."""
     if impersonate == "off":
-        return httpx.AsyncHTTPTransport(retries=0, verify=_tls_context())
+        return PlainTransport()
     return CurlTransport(impersonate, keep=keep)
+
+
+class PlainTransport(httpx.AsyncHTTPTransport):
+    """httpx's own HTTP/1.1 transport, its connections on network.Backend (asyncio's sockets
+    without anyio's per-read costs; see there). Requests, errors and respx work as with httpx's."""
+
+    def __init__(self) -> None:
+        super().__init__(retries=0, verify=_tls_context())
+        # httpx takes no network backend, so its pool is replaced with one built the same way
+        # (its defaults: 100 connections, 20 kept for 5 s, HTTP/1.1) on ours.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=_tls_context(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            retries=0,
+            network_backend=network.Backend(),
+        )
 
 
 class CurlTransport(httpx.AsyncBaseTransport):
