@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.html import conditional_escape
 from markdown_it import MarkdownIt
 
 from pplxweb.perplexity.extract import Result
@@ -29,6 +30,7 @@ from search.models import Entry
 from search.render import render_answer, render_sources, scrub
 
 TAIL_RENDER_EVERY = 1.0  # seconds
+STEPS_SHOWN = 30  # the latest steps a running answer shows
 
 
 @cache
@@ -102,18 +104,22 @@ class AnswerStream:
             {"entry_id": self.entry_id, "html": render_answer(text, sources), "oob": True},
         )
 
+    # The two fragments every update sends are formatted here, not by a template: a template's
+    # render was most of an update's fixed cost. Both hold only the answer's own HTML (from the
+    # one sanitizer) or its escaped text.
+
     def _blocks(self, markdown: str, sources: list[Any]) -> str:
         self.blocks_sources_key = self._key(sources)
-        return render_to_string(
-            "search/blocks_fragment.html",
-            {"entry_id": self.entry_id, "html": render_answer(markdown, sources)},
-        )
+        html = render_answer(markdown, sources)
+        return f'<div id="entry-{self.entry_id}-blocks" hx-swap-oob="beforeend">{html}</div>'
 
     def _tail(self, content: str, replace: bool, rendered: bool = False) -> str:
-        return render_to_string(
-            "search/tail_fragment.html",
-            {"entry_id": self.entry_id, "content": content, "replace": replace, "rendered": rendered},
-        )
+        """`content`: markdown text (escaped here), or the sanitizer's HTML when `rendered`."""
+        content = conditional_escape(content)
+        if not replace:
+            return f'<div id="entry-{self.entry_id}-tail" hx-swap-oob="beforeend">{content}</div>'
+        kind = "tail" if rendered else "tail raw"
+        return f'<div id="entry-{self.entry_id}-tail" class="{kind}" hx-swap-oob="true">{content}</div>'
 
     @staticmethod
     def _key(sources: list[Any]) -> tuple:
@@ -124,21 +130,26 @@ class AnswerStream:
 
 
 def changed_parts(run, final: bool = False) -> list[str]:
-    """Fragments for what changed since the run's last update (all of them on `final`)."""
+    """Fragments for what changed since the run's last update (all of them on `final`).
+
+    What each part shows is compared by a key built from the result as it is; the template
+    context is only built when some part changed (mid-answer, most updates bring only text)."""
     result = run.result or Result(status="running")
-    context = _context(run)
-    parts = []
+    running = run.status == Entry.Status.RUNNING
     keys = {
         "status": (run.status, run.error),
-        "steps": (tuple(s["text"] for s in context["steps"]), context["running"]),
+        "steps": (tuple((s.kind, s.text) for s in result.steps[-STEPS_SHOWN:]), running),
         "sources": tuple(s.url for s in result.sources),
-        "related": tuple(context["related"]),
+        "related": tuple(result.related),
         "meta": (result.model, result.downgraded, run.error, final),
-        "images": tuple((r["n"], r.get("file"), r.get("error")) for r in context["images"]),
+        "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
     }
-    for name, key in keys.items():
-        if run.sent.get(name) != key:
-            run.sent[name] = key
+    changed = [name for name, key in keys.items() if run.sent.get(name) != key]
+    parts = []
+    if changed:
+        context = _context(run)
+        for name in changed:
+            run.sent[name] = keys[name]
             if name == "sources":
                 parts.append(_sources_fragment(run.entry_id, result))
             else:
@@ -166,7 +177,7 @@ def _context(run) -> dict:
         "status_label": dict(Entry.Status.choices).get(run.status, run.status),
         "running": run.status == Entry.Status.RUNNING,
         "started_ms": int((time.time() - (time.monotonic() - run.started)) * 1000),
-        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-30:]],
+        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-STEPS_SHOWN:]],
         "related": [scrub(q) for q in result.related],
         "model": model_label(result.model, run.models),
         "downgraded": result.downgraded,

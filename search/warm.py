@@ -14,7 +14,7 @@ TEMPLATES = [
     "search/error_fragment.html",
     *(
         f"search/{name}_fragment.html"
-        for name in ("answer", "blocks", "tail", "meta", "related", "sources", "status", "steps", "images")
+        for name in ("answer", "meta", "related", "sources", "status", "steps", "images")
     ),
 ]
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pplxweb.perplexity.errors import ProtocolError
 
 MAX_FRAME = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     name: str
     data: dict
 
@@ -42,8 +42,23 @@ class StreamParser:
             return []
         self._buffer += chunk
         events: list[Event] = []
-        start = 0
         buffer = self._buffer
+        # The usual case, all line ends LF or CRLF: split every complete line at once (in C).
+        last = buffer.rfind(b"\n")
+        if last >= 0:
+            lines = bytes(buffer[: last + 1])
+            if b"\r" in lines:
+                lines = lines.replace(b"\r\n", b"\n")
+            if b"\r" not in lines:  # else a lone CR ends a line: the scan below handles it
+                del buffer[: last + 1]
+                self._scan = 0
+                for line in lines.split(b"\n")[:-1]:
+                    self._line(line, events)
+                    if self.ended:
+                        buffer.clear()
+                        return events
+        # What is left (lines ended by a lone CR, or all of it) goes line by line.
+        start = 0
         while True:
             end = self._line_end(buffer, max(start, self._scan))
             if end is None:
@@ -56,13 +71,16 @@ class StreamParser:
                 break
         del buffer[:start]
         self._scan = max(0, self._scan - start)
-        if len(buffer) + self._data_size > self.max_frame:
-            raise ProtocolError(
-                f"Perplexity sent a frame larger than {self.max_frame // (1024 * 1024)} MiB.",
-            )
+        self._check_size()
         if self.ended:
             buffer.clear()
         return events
+
+    def _check_size(self) -> None:
+        if len(self._buffer) + self._data_size > self.max_frame:
+            raise ProtocolError(
+                f"Perplexity sent a frame larger than {self.max_frame // (1024 * 1024)} MiB.",
+            )
 
     def close(self) -> list[Event]:
         """End of input: a last line without its line end, a last frame without its blank line."""

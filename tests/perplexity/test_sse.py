@@ -142,3 +142,32 @@ def test_events_carry_their_name():
     events, _ = parse_all(b'event: custom\ndata: {"a": 1}\n\n')
     assert events == [Event("custom", {"a": 1})]
     assert json.dumps(events[0].data)
+
+
+LINES = [
+    b'data: {"a": 1}',
+    b'data: {"b":',
+    b"data: 2}",
+    b"",
+    b"",
+    b"event: answer",
+    b": note",
+    b"data: [DONE]",
+    b"id: 4",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(LINES), st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=40),
+    st.lists(st.integers(min_value=0), max_size=10),
+)
+def test_mixed_line_ends_give_the_events_of_plain_newlines(lines, cuts):
+    """LF and CRLF lines are split in one pass; a lone CR goes line by line: both agree."""
+    ends = [end for _, end in lines]
+    for i in range(len(lines) - 1):  # CR, then an empty line's LF, is one CRLF
+        if ends[i] == b"\r" and lines[i + 1][0] == b"" and ends[i + 1] != b"\r":
+            ends[i] = b"\r\n"
+    mixed = b"".join(line + end for (line, _), end in zip(lines, ends, strict=True))
+    plain = b"".join(line + b"\n" for line, _ in lines)
+    assert _events(_split(mixed, cuts)) == _events([plain])
