@@ -19,14 +19,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import (
-    Credential,
-    NoCredential,
-    make_client,
-    record_search,
-    refresh_catalogue,
-)
-from accounts.services.catalogue import stale as catalogue_stale
+from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer
@@ -104,6 +97,8 @@ class Run:
     _saving: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
+    _searched: tuple[Credential, dict] | None = None  # recorded at the end (services.finish_run)
+    _catalogue_due: bool = False
 
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
@@ -246,7 +241,7 @@ class Run:
                 if self.result.downgraded:
                     self.error = DOWNGRADED
                     await database_sync_to_async(mark_auth_problem)(credential.account, AuthError(DOWNGRADED))
-                await database_sync_to_async(record_search)(self.user, credential, client.cookies)
+                self._searched = (credential, dict(client.cookies))
         except asyncio.CancelledError:
             self._partial(stream)
             if not self.stop_requested:  # the server is shutting down
@@ -276,11 +271,10 @@ class Run:
         await self.finish()
 
     async def refresh_catalogue(self) -> None:
-        """The model catalogue is refreshed daily, after a search that used a session."""
+        """The model catalogue is refreshed daily, after a search that used a session (the end's
+        trip to the database said whether it is due)."""
         credential = self.credential
-        if credential is None or credential.kind == "api_key" or self.status != Entry.Status.COMPLETED:
-            return
-        if not await database_sync_to_async(catalogue_stale)():
+        if not self._catalogue_due or credential is None:
             return
         async with make_client(cookies=credential.cookies, user_agent=credential.user_agent) as client:
             await refresh_catalogue(client)
@@ -296,7 +290,7 @@ class Run:
         await self.downloads.finish()
         if self._saving is not None:  # the final save goes after it (a failure was logged)
             await asyncio.wait([self._saving])
-        await self.save(final=True)
+        self._catalogue_due = await database_sync_to_async(services.finish_run)(self, self._searched)
         await self.update(final=True)
 
     def save_progress(self) -> None:

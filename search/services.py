@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -19,7 +20,8 @@ from django.utils import timezone
 
 from accounts import ratelimit
 from accounts.models import SearchDefaults
-from accounts.services import Credential, credentials_for, credentials_for_many
+from accounts.services import Credential, credentials_for, credentials_for_many, record_search
+from accounts.services.catalogue import stale as catalogue_stale
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
 from search import images
@@ -29,6 +31,8 @@ from search.render import scrub
 
 if TYPE_CHECKING:
     from search.runner import Run
+
+log = logging.getLogger(__name__)
 
 MAX_RUNNING = 2
 PER_MINUTE = 20
@@ -333,6 +337,24 @@ def save_run(run: Run, final: bool) -> None:
             thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
         if result.thread_url_slug:
             thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
+
+
+def finish_run(run: Run, searched: tuple[Credential, dict] | None) -> bool:
+    """A run's end in one trip to the database thread (when many answers end together, each trip
+    waits in that thread's queue and costs the event loop a hand-over): the outcome saved, then
+    the search recorded against the credential it used (`searched`: with the cookies as
+    Perplexity left them; None when no answer came). Returns whether the model catalogue is due
+    for its daily refresh."""
+    save_run(run, final=True)
+    if searched is None:
+        return False
+    credential, cookies = searched
+    try:
+        record_search(run.user, credential, cookies)
+    except Exception:  # the answer is saved; the bookkeeping never undoes that
+        log.exception("recording the search of entry %s failed", run.entry_id)
+        return False
+    return credential.kind != "api_key" and run.status == Entry.Status.COMPLETED and catalogue_stale()
 
 
 def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:

@@ -482,12 +482,12 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     thread, and the answer's last words used to wait for it."""
     import time as time_module
 
-    from search import runner
+    from search import runner, services
 
     monkeypatch.setattr(
         runner, "update_every", lambda running=None: 30.0
     )  # only the first words, then the end
-    monkeypatch.setattr(runner, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(services, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "busy end"}))
@@ -510,11 +510,11 @@ async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them
     ends, not after the end's database work (which waits for that save)."""
     import time as time_module
 
-    from search import runner
+    from search import runner, services
 
     monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
-    monkeypatch.setattr(runner, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(services, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "saved as it went"}))
@@ -546,3 +546,39 @@ async def test_a_fragment_for_a_socket_the_browser_is_closing_is_dropped_quietly
     consumer.base_send = broken
     with pytest.raises(RuntimeError):  # only that one is expected
         await consumer.entry_fragment({"type": "entry.fragment", "html": "<p>late</p>"})
+
+
+async def test_the_catalogue_is_refreshed_after_a_search_when_due(owner, alinked, upstream):
+    """The end's one trip to the database says the catalogue is due (none is stored yet): it is
+    fetched after the answer, and the next search finds it fresh."""
+    from accounts.models import ModelCatalogue
+
+    serve(upstream, Paced(answer_stream(words(3))), Paced(answer_stream(words(3))))
+    await ask(owner, {"q": "first"}, "status-completed")
+    for _ in range(100):  # the refresh runs after the answer is shown
+        if await ModelCatalogue.objects.aexists():
+            break
+        await asyncio.sleep(0.02)
+    catalogue = await ModelCatalogue.objects.aget()
+    assert "pplx_pro" in json.dumps(catalogue.data)
+    calls = len([c for c in upstream.calls if c.request.url.path == "/rest/models/config"])
+    await ask(owner, {"q": "second"}, "status-completed")
+    await asyncio.sleep(0.2)
+    assert len([c for c in upstream.calls if c.request.url.path == "/rest/models/config"]) == calls == 1
+
+
+async def test_a_failed_record_of_the_search_keeps_the_saved_answer(
+    owner, alinked, upstream, monkeypatch, caplog
+):
+    from search import services
+
+    def broken(*args):
+        raise RuntimeError("accounts table locked")
+
+    monkeypatch.setattr(services, "record_search", broken)
+    serve(upstream, Paced(answer_stream(words(5))))
+    await ask(owner, {"q": "bookkeeping fails"}, "status-completed")
+    entry = await Entry.objects.aget()
+    assert entry.status == "completed" and entry.answer == "".join(words(5))
+    failed = [r for r in caplog.records if "recording the search of entry" in r.getMessage()]
+    assert failed and "accounts table locked" in str(failed[0].exc_info[1])
