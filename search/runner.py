@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
-from pplxweb.perplexity.extract import Result, extract, has_answer
+from pplxweb.perplexity.extract import Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import fragments, images, services
 from search.fragments import AnswerStream
@@ -37,7 +38,11 @@ DOWNGRADED = (
     "Perplexity answered with its anonymous model (turbo), not the one asked for: "
     "the linked session may have expired. Re-link in Settings."
 )
+FINISHING_AT_ONCE = 4  # answers saving their outcome together (see Run.finish)
 RUNS: dict[int, Run] = {}  # this process's runs, by entry id
+_finishing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def update_every(running: int | None = None) -> float:
@@ -58,6 +63,14 @@ def cadence_phase(entry_id: int, interval: float | None = None) -> float:
     updates gets shorter than UPDATE_EVERY; alone or in a small group nothing changes."""
     interval = update_every() if interval is None else interval
     return (entry_id * 0.6180339887 % 1.0) * max(interval - UPDATE_EVERY, 0.0)
+
+
+def finishing_slots() -> asyncio.Semaphore:
+    """This event loop's slots for answers saving their outcome (FINISHING_AT_ONCE)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _finishing:
+        _finishing[loop] = asyncio.Semaphore(FINISHING_AT_ONCE)
+    return _finishing[loop]
 
 
 def group(entry_id: int) -> str:
@@ -222,6 +235,8 @@ class Run:
                         due = now - self._last_update >= update_every()  # fresh text goes out at once
                         if not due and self.first_text_ms is None:  # and so do the first words
                             due = has_answer(snapshot)
+                        if not due:  # and the last ones, as soon as Perplexity says they are
+                            due = text_complete(snapshot)
                         if due:
                             self._cancel_flush()
                             await self.update()
@@ -290,8 +305,12 @@ class Run:
         await self.downloads.finish()
         if self._saving is not None:  # the final save goes after it (a failure was logged)
             await asyncio.wait([self._saving])
-        self._catalogue_due = await database_sync_to_async(services.finish_run)(self, self._searched)
-        await self.update(final=True)
+        # The answer's text is all shown by now; its outcome (the save, then the final render)
+        # can wait a little. When many answers end together, a few at a time save theirs, so
+        # that work never crowds out the streams still arriving and the other answers' last words.
+        async with finishing_slots():
+            self._catalogue_due = await database_sync_to_async(services.finish_run)(self, self._searched)
+            await self.update(final=True)
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database

@@ -143,6 +143,13 @@ def has_answer(snapshot: Snapshot) -> bool:
     return bool(_answer(snapshot, None))
 
 
+def text_complete(snapshot: Snapshot) -> bool:
+    """Whether Perplexity said the answer's text is all there (protocol.md 3.2: the PENDING
+    `final` "trap" event carries the last diff and `text_completed`; COMPLETED may come later)."""
+    top = snapshot.top
+    return top.get("text_completed") is True or top.get("final") is True or snapshot.completed
+
+
 def _answer(snapshot: Snapshot, final: dict | None) -> str:
     usages = snapshot.top.get("structured_answer_block_usages")
     if isinstance(usages, list):

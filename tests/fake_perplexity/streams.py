@@ -48,7 +48,12 @@ def events(answer: list[str], model: str = "pplx_pro", complete: bool = True) ->
                 ],
             }
         )
-    out.append({"status": "PENDING", "final": True})
+    # The PENDING `final` "trap" event carries the last diff (protocol.md 3.2; the ASK1 capture's
+    # carries the whole answer), and says the text is complete.
+    if answer:
+        out[-1].update(final=True, text_completed=True)
+    else:
+        out.append({"status": "PENDING", "final": True, "text_completed": True})
     if complete:
         out.append({"status": "COMPLETED", "final": True, "final_sse_message": True, "related_queries": ["What is the population of Paris?"],
                     "blocks": [{"intended_usage": "ask_text", "markdown_block": {"chunks": answer, "chunk_starting_offset": 0, "answer": "".join(answer)}}]})  # fmt: skip

@@ -582,3 +582,23 @@ async def test_a_failed_record_of_the_search_keeps_the_saved_answer(
     assert entry.status == "completed" and entry.answer == "".join(words(5))
     failed = [r for r in caplog.records if "recording the search of entry" in r.getMessage()]
     assert failed and "accounts table locked" in str(failed[0].exc_info[1])
+
+
+async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
+    owner, alinked, upstream, monkeypatch
+):
+    """The PENDING `final` event (text_completed) ends the text; COMPLETED can come much later.
+    The last words are shown at that event, not at the end of the stream."""
+    from search import runner
+
+    monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)  # no cadence updates
+    stream = answer_stream(words(30), complete=False)  # ends with the PENDING final event
+    serve(upstream, Paced(stream, pause=0.005, end=False, stall=1.5))
+    comm = await connect(owner)
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    await comm.send_to(text_data=json.dumps({"q": "a slow finish"}))
+    await receive_until(comm, "word29", timeout=3)
+    assert loop.time() - asked < 1.0  # not after the 1.5 s before the stream ends
+    await receive_until(comm, "status-", timeout=5)
+    await comm.disconnect()
