@@ -6,8 +6,10 @@ One stream (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare httpx 
 floor, and (b) through pplxweb end to end (daphne subprocess, a websocket client timing each
 update). Then 50 people search at once on one server process, in BENCH_CROWDS rounds (3;
 the figures are pooled). Prints a table; not a test.
-Both sides use plain httpx (PPLXWEB_IMPERSONATE=off) so the comparison is like for like; the
-fake sends event i at i * 20 ms after the request, so both timelines share one schedule.
+Both sides use plain httpx on the same sockets (PPLXWEB_IMPERSONATE=off, and the bare client
+takes pplxweb's plain transport, pplxweb/perplexity/network.py), so the comparison is like for
+like; the fake sends event i at i * 20 ms after the request, so both timelines share one
+schedule. Its built stream carries the last chunk in the PENDING `final` event, as the captures do.
 
 - first update over the floor: the first answer text's arrival through pplxweb minus its arrival
   at the bare client, start included (socket message, database, upstream request);
@@ -96,10 +98,11 @@ async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
     waits until all are set up, then all ask at once)."""
     import httpx
 
+    from pplxweb.perplexity.transport import make_transport
     from tests.fake_perplexity.app import TOKEN
 
     seen = Timeline(name=f"floor {next(FLOORS)}")
-    async with httpx.AsyncClient(timeout=30) as client:  # set up (TLS context) before the clock starts
+    async with httpx.AsyncClient(transport=make_transport("off"), timeout=30) as client:  # set up first
         headers = {"cookie": f"__Secure-next-auth.session-token={TOKEN}", "x-bench": seen.name}
         if ready is not None:
             await ready.wait()
