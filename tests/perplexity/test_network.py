@@ -53,6 +53,24 @@ def chunk(data: bytes) -> bytes:
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
+def paced(parts: list[bytes], pause: float, end: bool = True):
+    """A reply: a chunked event stream, one part per chunk `pause` s apart; without `end` it
+    then stays open and silent."""
+
+    async def reply(writer):
+        writer.write(HEAD)
+        for part in parts:
+            writer.write(chunk(part))
+            await writer.drain()
+            await asyncio.sleep(pause)
+        if end:
+            writer.write(b"0\r\n\r\n")
+        else:
+            await asyncio.sleep(5)
+
+    return reply
+
+
 def client(**timeouts) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=make_transport("off"), timeout=httpx.Timeout(10.0, **timeouts))
 
@@ -64,16 +82,8 @@ async def test_the_plain_transport_is_httpx_over_our_sockets():
 
 
 async def test_a_streamed_body_arrives_whole_in_its_chunks():
-    async def reply(writer):
-        writer.write(HEAD)
-        for n in range(20):
-            writer.write(chunk(b"event %d\n" % n))
-            await writer.drain()
-            await asyncio.sleep(0.005)
-        writer.write(b"0\r\n\r\n")
-
     async with (
-        Server(reply) as server,
+        Server(paced([b"event %d\n" % n for n in range(20)], 0.005)) as server,
         client() as http,
         http.stream("GET", f"http://127.0.0.1:{server.port}/") as response,
     ):
@@ -84,16 +94,10 @@ async def test_a_streamed_body_arrives_whole_in_its_chunks():
 async def test_the_read_timeout_counts_silence_not_time_since_the_first_read():
     """Reads every 0.1 s for 0.8 s under a 0.3 s read timeout never time out (the one timer is
     moved on); then 0.3 s of silence does, and not much later."""
-
-    async def reply(writer):
-        writer.write(HEAD)
-        for n in range(8):
-            writer.write(chunk(b"%d" % n))
-            await writer.drain()
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(5)
-
-    async with Server(reply) as server, client(read=0.3) as http:
+    async with (
+        Server(paced([b"%d" % n for n in range(8)], 0.1, end=False)) as server,
+        client(read=0.3) as http,
+    ):
         got = []
         async with http.stream("GET", f"http://127.0.0.1:{server.port}/") as response:
             with pytest.raises(httpx.ReadTimeout):
