@@ -331,8 +331,7 @@ def save_run(run: Run, final: bool) -> None:
         images.remove([run.entry_id])
         return
     if final and (result.read_write_token or result.thread_url_slug):
-        thread_id = entry.values_list("thread_id", flat=True).first()
-        thread = Thread.objects.filter(pk=thread_id)
+        thread = Thread.objects.filter(pk=run.thread_id)
         if result.read_write_token:
             thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
         if result.thread_url_slug:

@@ -77,8 +77,9 @@ def record_search(user, credential: Credential, cookies: dict | None = None) -> 
     if credential.kind == "shared":
         updates["shared_searches"] = F("shared_searches") + 1
     PerplexityAccount.objects.filter(pk=account.pk).update(**updates)
-    own = PerplexityAccount.objects.filter(user=user).exclude(pk=account.pk)
-    own.update(last_search_at=now, last_credential=credential.kind)
+    if account.user_id != user.pk:  # someone else's account: the person's own row shows it too
+        own = PerplexityAccount.objects.filter(user=user)
+        own.update(last_search_at=now, last_credential=credential.kind)
     if credential.kind in ("session", "shared"):
         keep_rotated_cookies(account, credential.cookies, cookies)
 

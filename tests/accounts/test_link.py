@@ -319,9 +319,15 @@ def test_household_sharing_is_off_by_default_and_counts_searches(client, owner, 
     post(client, share="on")
     credential = services.credentials_for(member)
     assert credential.kind == "shared" and credential.account.user == owner
+    services.set_api_key(member, "pplx-abcdefghijklmnop1234")  # the member's own row (an API key)
     services.record_search(member, credential)
-    assert PerplexityAccount.objects.get(user=owner).shared_searches == 1
+    shared, own = PerplexityAccount.objects.get(user=owner), PerplexityAccount.objects.get(user=member)
+    assert shared.shared_searches == 1 and shared.last_credential == "shared"
+    assert own.last_search_at is not None and own.last_credential == "shared"  # shown on their page
     assert "Household searches" in client.get(reverse("accounts:settings")).content.decode()
+    services.record_search(owner, services.credentials_for(owner))  # the owner's own: not counted
+    shared.refresh_from_db()
+    assert shared.shared_searches == 1 and shared.last_credential == "session"
 
 
 def test_a_member_cannot_share_and_sees_only_their_own_panel(client, owner, member, upstream):
