@@ -95,6 +95,11 @@ class AnswerStream:
         self.tail_sent = tail
         return fragments
 
+    def shows(self, text: str) -> bool:
+        """Whether the browser already has all of `text` (as sent so far, rendered or not)."""
+        text = scrub(text)
+        return len(text) == self.committed + len(self.tail_sent) and text.endswith(self.tail_sent)
+
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
         self.committed, self.tail_sent = len(text), ""

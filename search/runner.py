@@ -38,7 +38,7 @@ DOWNGRADED = (
     "Perplexity answered with its anonymous model (turbo), not the one asked for: "
     "the linked session may have expired. Re-link in Settings."
 )
-FINISHING_AT_ONCE = 4  # answers saving their outcome together (see Run.finish)
+FINISHING_AT_ONCE = 1  # answers saving their outcome together (see Run.finish)
 RUNS: dict[int, Run] = {}  # this process's runs, by entry id
 _finishing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
@@ -247,9 +247,13 @@ class Run:
                             last_save = now
                             self.save_progress()
                 self._cancel_flush()
-                if self.snapshot is not self._shown:  # the last words go out now, not after
-                    await self.update()  # the end's database work (it can queue behind others')
-                self.result = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
+                ended = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
+                # Words not shown yet go out now, not after the end's database work (which can
+                # queue behind others'). The rest of the end (related questions, the outcome)
+                # goes out with the final update.
+                if self.snapshot is not self._shown and not self.answer.shows(ended.answer):
+                    await self.update()
+                self.result = ended
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:
                     self.error = f"{stream.cut} What arrived is kept; retry to get the rest."

@@ -226,3 +226,15 @@ def test_links_in_answers_are_found_as_before(text):
 
     plain = MarkdownIt("js-default", {"linkify": True}).enable(["table", "strikethrough"])
     assert render_answer(text).count("<a ") == plain.render(text).count("<a ")
+
+
+def test_an_answer_stream_knows_what_the_browser_already_has():
+    from search.fragments import AnswerStream
+
+    stream = AnswerStream(7)
+    assert stream.shows("")
+    stream.update("First paragraph.\n\nSecond, still growing", [])
+    assert stream.shows("First paragraph.\n\nSecond, still growing")
+    assert not stream.shows("First paragraph.\n\nSecond, still growing.")  # one more character
+    assert not stream.shows("First paragraph.\n\nSecond, still growin")
+    assert not stream.shows("Rewritten paragraph.\n\nSecond, still growing")
