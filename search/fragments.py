@@ -134,22 +134,28 @@ class AnswerStream:
 # --- a run's fragments (`run` is a search.runner.Run) ---------------------------------------------
 
 
-def changed_parts(run, final: bool = False) -> list[str]:
-    """Fragments for what changed since the run's last update (all of them on `final`).
-
-    What each part shows is compared by a key built from the result as it is; the template
-    context is only built when some part changed (mid-answer, most updates bring only text)."""
+def part_keys(run, final: bool = False) -> dict[str, tuple]:
+    """What each part of a running entry shows, as a key built from the result as it is (a run
+    starts with the keys of its new, empty entry: the page already shows that)."""
     result = run.result or Result(status="running")
     running = run.status == Entry.Status.RUNNING
-    keys = {
+    return {
         "status": (run.status, run.error),
         "steps": (tuple((s.kind, s.text) for s in result.steps[-STEPS_SHOWN:]), running),
         "sources": tuple(s.url for s in result.sources),
         "related": tuple(result.related),
-        "meta": (result.model, result.downgraded, run.error, final),
+        "meta": (result.downgraded, run.error, final, running or result.model),  # the model shows at the end
         "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
     }
+
+
+def changed_parts(run, final: bool = False) -> list[str]:
+    """Fragments for what changed since the run's last update (all of them on `final`). The
+    template context is only built when some part changed (mid-answer, most updates bring only
+    text)."""
+    keys = part_keys(run, final)
     changed = [name for name, key in keys.items() if run.sent.get(name) != key]
+    result = run.result or Result(status="running")
     parts = []
     if changed:
         context = _context(run)

@@ -116,6 +116,7 @@ class Run:
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
         self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
+        self.sent = fragments.part_keys(self)  # the new entry, as the page already shows it
         self.layer = get_channel_layer()
 
     async def send(self, html: str) -> None:

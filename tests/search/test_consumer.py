@@ -632,3 +632,14 @@ async def test_answers_ending_together_save_their_outcome_a_few_at_a_time(
             completed += [loop.time()] * message.count("status-completed")
     assert completed[1] - completed[0] >= 0.25  # one after the other, not together
     await comm.disconnect()
+
+
+async def test_a_run_sends_no_part_the_new_entry_already_shows(owner, alinked, upstream):
+    """The new entry shows the running state (status, "Searching…", no sources); the run's
+    first update sends only what changed since, and the meta part only once, at the end."""
+    serve(upstream, Paced(answer_stream(words(5))))
+    messages = await ask(owner, {"q": "what changed"}, "status-completed")
+    joined = "".join(messages)
+    assert joined.count('class="entry-meta" hx-swap-oob') == 1
+    assert joined.count('class="entry-status" hx-swap-oob') == 1  # running -> completed
+    assert joined.count('class="related" hx-swap-oob') == 1
