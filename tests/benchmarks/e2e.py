@@ -18,7 +18,9 @@ schedule. Its built stream carries the last chunk in the PENDING `final` event, 
   clock, which every process shares);
 - added latency per update: for every update that brings new text, from the fake starting that
   stream to the update's arrival, over the same for the floor's arrival of that text. It is what
-  pplxweb adds to each part it relays, its start apart (the start is the figure above);
+  pplxweb adds to each part it relays, its start apart (the start is the figure above). At 50 it
+  is also split into each answer's first update, its middle ones and its last: the slow ones
+  gather in the first (the starts' burst) and the last (the ends' burst);
 - update over the floor, start cost included: the plain difference, for every such update;
 - every answer part: for each of the 300 parts, when the first update showing it arrived, over
   the floor's arrival of it (a part waits for the next update: this includes the ~80 ms cadence);
@@ -220,11 +222,19 @@ def end_over_floor(run: Timeline, base: Timeline) -> float:
 
 def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
     """The latency lists for searches through pplxweb, each with its floor."""
-    out: dict[str, list[float]] = {"firsts": [], "starts": [], "adds": [], "raws": [], "parts": []}
+    out: dict[str, list[float]] = {
+        **{key: [] for key in ("firsts", "starts", "adds", "raws", "parts")},
+        **{key: [] for key in ("adds_first", "adds_middle", "adds_last")},
+    }
     for run, base in pairs:
         out["firsts"].append(first_over_floor(run, base))
         out["starts"].append(start_over_floor(run, base))
-        out["adds"] += added_latency(run, base)
+        adds = added_latency(run, base)
+        out["adds"] += adds
+        if adds:  # where the slow ones are: an answer's first update, its middle, its last
+            out["adds_first"].append(adds[0])
+            out["adds_middle"] += adds[1:-1]
+            out["adds_last"].append(adds[-1])
         out["raws"] += raw_latency(run, base)
         out["parts"] += part_latency(run, base)
     return out
@@ -438,6 +448,10 @@ def main() -> None:
             ),
             ("  added latency per update (its start apart)", p50_95(many["adds"])),
             ("    the same, p95 of each round", per_round),
+            (
+                "    the same for each answer's first / middle / last updates (p50 / p95)",
+                "; ".join(p50_95(many[k]) for k in ("adds_first", "adds_middle", "adds_last")),
+            ),
             ("  update over the floor, start cost included", p50_95(many["raws"])),
             ("  every answer part: shown over the floor, with start and cadence", p50_95(many["parts"])),
             (
