@@ -137,7 +137,7 @@ class AnswerStream:
 def part_keys(run, final: bool = False) -> dict[str, tuple]:
     """What each part of a running entry shows, as a key built from the result as it is (a run
     starts with the keys of its new, empty entry: the page already shows that)."""
-    result = run.result or Result(status="running")
+    result = _result(run)
     running = run.status == Entry.Status.RUNNING
     return {
         "status": (run.status, run.error),
@@ -155,7 +155,7 @@ def changed_parts(run, final: bool = False) -> list[str]:
     text)."""
     keys = part_keys(run, final)
     changed = [name for name, key in keys.items() if run.sent.get(name) != key]
-    result = run.result or Result(status="running")
+    result = _result(run)
     parts = []
     if changed:
         context = _context(run)
@@ -171,7 +171,7 @@ def changed_parts(run, final: bool = False) -> list[str]:
 
 def full_state(run) -> str:
     """Every part of the run as it is now, for a newcomer."""
-    result = run.result or Result(status="running")
+    result = _result(run)
     context = _context(run)
     parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images")]
     parts.append(_sources_fragment(run.entry_id, result))
@@ -179,8 +179,13 @@ def full_state(run) -> str:
     return "".join(parts)
 
 
+def _result(run) -> Result:
+    """The run's result so far (an empty running one before the first extraction)."""
+    return run.result or Result(status="running")
+
+
 def _context(run) -> dict:
-    result = run.result or Result(status="running")
+    result = _result(run)
     return {
         "entry_id": run.entry_id,
         "thread_id": run.thread_id,

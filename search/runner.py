@@ -324,15 +324,12 @@ class Run:
         if self._saving is not None and not self._saving.done():
             return
         self._refresh_result()
-        self._saving = asyncio.ensure_future(self.save(final=False))
+        self._saving = asyncio.ensure_future(database_sync_to_async(services.save_run)(self, False))
         self._saving.add_done_callback(self._saved)
 
     def _saved(self, task: asyncio.Future) -> None:
         if not task.cancelled() and task.exception() is not None:  # the final save writes it all
             log.error("progress save for entry %s failed", self.entry_id, exc_info=task.exception())
-
-    async def save(self, final: bool) -> None:
-        await database_sync_to_async(services.save_run)(self, final)
 
 
 def launch(
