@@ -125,7 +125,9 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
     when the stream pauses, what arrived meanwhile is sent within the quiet gap, not held."""
     from search.runner import QUIET, UPDATE_EVERY
 
-    serve(upstream, Paced(answer_stream(words(40)), pause=0.01, end=False, stall=1.5))
+    # no PENDING `final` event: it would send the last words at once (its own test), not the pause
+    stream = answer_stream(words(40), complete=False)[:-1]
+    serve(upstream, Paced(stream, pause=0.01, end=False, stall=1.5))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "cadence"}))
     seen: list[tuple[float, str]] = []
