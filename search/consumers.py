@@ -98,7 +98,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
             await self.error("That answer was not found.")
             return
         if entry.running:
-            await self.channel_layer.group_send(runner.control_group(entry.pk), {"type": "run.stop"})
+            await runner.stop(entry.pk)
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)

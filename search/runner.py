@@ -34,6 +34,7 @@ UPDATE_EVERY = 0.08  # seconds between answer updates
 UPDATES_PER_SECOND = 150  # for all of this process's answers together
 QUIET = 0.025  # a pause this long in the stream sends what is waiting (see Run._flush_now)
 SAVE_EVERY = 2.0  # seconds between progress saves
+CANCEL_AGAIN = 0.1  # seconds before a stop or shutdown asks a run again (see Run.cancel)
 DOWNGRADED = (
     "Perplexity answered with its anonymous model (turbo), not the one asked for: "
     "the linked session may have expired. Re-link in Settings."
@@ -173,6 +174,17 @@ class Run:
                 self._syncs.clear()
             await self.send("".join(fragments.changed_parts(self, final=final)))
 
+    def cancel(self, stop: bool) -> None:
+        """End the run and keep what arrived: as stopped (stop) or as interrupted (the server is
+        stopping). The task is asked again until it is saving, since a library can swallow a
+        cancellation (asyncio.wait_for does in Python 3.11 when its call ends at that moment;
+        seen with the Redis layer)."""
+        self.stop_requested = self.stop_requested or stop
+        if self.finishing or self.main.done():
+            return
+        self.main.cancel()
+        asyncio.get_running_loop().call_later(CANCEL_AGAIN, self.cancel, stop)
+
     # --- the run -------------------------------------------------------------------------------
 
     async def listen(self, channel: str) -> None:
@@ -181,8 +193,7 @@ class Run:
             if message.get("type") == "run.end":
                 return
             if message.get("type") == "run.stop":
-                self.stop_requested = True
-                self.main.cancel()
+                self.cancel(stop=True)
             elif message.get("type") == "run.sync" and message.get("reply_to"):
                 self._syncs.append(message["reply_to"])
                 if self.status != Entry.Status.RUNNING or self.result is None:
@@ -346,16 +357,20 @@ def launch(
     return run
 
 
+async def stop(entry_id: int) -> None:
+    """Stop a running answer wherever it runs: here directly, else through its control group."""
+    run = RUNS.get(entry_id)
+    if run is not None:
+        run.cancel(stop=True)
+    else:
+        await get_channel_layer().group_send(control_group(entry_id), {"type": "run.stop"})
+
+
 async def shutdown() -> None:
     """Server stopping: cancel every run; each saves what arrived as interrupted."""
     runs = list(RUNS.values())
     if runs:
         log.info("server stopping: saving %d running answer(s) as interrupted", len(runs))
-    for _ in range(20):  # a library may swallow a cancellation (seen with the Redis layer): ask again
-        pending = [run for run in runs if not run.main.done() and not run.finishing]
-        if not pending:
-            break
-        for run in pending:
-            run.main.cancel()
-        await asyncio.wait([run.main for run in pending], timeout=0.5)
+    for run in runs:
+        run.cancel(stop=False)
     await asyncio.gather(*(run.main for run in runs), return_exceptions=True)

@@ -144,9 +144,7 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     except Http404:
         raise
     if entry.running:
-        from channels.layers import get_channel_layer
-
-        await get_channel_layer().group_send(runner.control_group(entry.pk), {"type": "run.stop"})
+        await runner.stop(entry.pk)
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 

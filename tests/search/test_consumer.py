@@ -9,10 +9,12 @@ import re
 
 import httpx
 import pytest
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
+from search import runner
 from search.models import Entry, Thread
 from tests.conftest import session_cookie_for
 from tests.search.conftest import Paced, answer_stream, serve, words
@@ -215,6 +217,48 @@ async def test_stop_keeps_the_partial_answer(owner, alinked, upstream):
     entry = await Entry.objects.aget()
     assert entry.status == "stopped" and entry.answer.startswith("word0 word1 word2 word3")
     assert upstream_stream.closed
+    await comm.disconnect()
+
+
+async def test_a_stop_from_another_process_arrives_through_the_control_group(owner, alinked, upstream):
+    serve(upstream, Paced(answer_stream(words(200)), pause=0.02))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "stop me from elsewhere"}))
+    await receive_until(comm, "word3")
+    entry = await Entry.objects.aget()
+    # the run is not in this process's list for the stop (as when another server process runs it)
+    await get_channel_layer().group_send(runner.control_group(entry.pk), {"type": "run.stop"})
+    await receive_until(comm, "status-stopped")
+    entry = await Entry.objects.aget()
+    assert entry.status == "stopped" and entry.answer.startswith("word0 word1 word2 word3")
+    await comm.disconnect()
+
+
+async def test_a_stop_is_asked_again_when_a_library_swallows_it(owner, alinked, upstream, monkeypatch):
+    """A cancellation can be lost inside a library (asyncio.wait_for in Python 3.11, the Redis
+    layer): this run's updates swallow the first one, as such a library would."""
+    serve(upstream, Paced(answer_stream(words(200)), pause=0.02))
+    original, in_update, swallowed = runner.Run.update, asyncio.Event(), []
+
+    async def swallowing_update(self, final=False):
+        if self.first_text_ms is not None and not final and not swallowed:
+            try:
+                in_update.set()
+                await asyncio.sleep(1)
+            except asyncio.CancelledError:
+                swallowed.append(True)
+        await original(self, final)
+
+    monkeypatch.setattr(runner.Run, "update", swallowing_update)
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "stop me twice"}))
+    await asyncio.wait_for(in_update.wait(), 5)
+    entry = await Entry.objects.aget()
+    await comm.send_to(text_data=json.dumps({"action": "stop", "entry": str(entry.pk)}))
+    await receive_until(comm, "status-stopped")
+    assert swallowed
+    entry = await Entry.objects.aget()
+    assert entry.status == "stopped" and "word199" not in entry.answer
     await comm.disconnect()
 
 
