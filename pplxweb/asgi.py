@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -15,6 +14,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from pplxweb import collector  # noqa: E402
 from search import warm  # noqa: E402
 from search.routing import websocket_urlpatterns  # noqa: E402
 
@@ -27,8 +27,4 @@ application = ProtocolTypeRouter(
 
 warm.up()  # the first search after a restart should be as quick as the next
 
-# The ~100,000 objects loaded by now live as long as the process. Python's full collection
-# walked them all, pausing every running answer at once for ~70 ms now and then; frozen, it
-# walks only what came later (13-22 ms at 50 answers at once). Start-up's own garbage goes first.
-gc.collect()
-gc.freeze()
+collector.configure()  # Python's garbage collector pauses every answer: rarely here (see there)

@@ -22,6 +22,7 @@ from channels.layers import get_channel_layer
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
+from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
@@ -211,6 +212,8 @@ class Run:
                 log.exception("model catalogue refresh after entry %s failed", self.entry_id)
         finally:
             RUNS.pop(self.entry_id, None)
+            if not RUNS:  # the last answer ended: collect garbage while nothing arrives
+                collector.when_idle(lambda: bool(RUNS))
             await self.layer.group_discard(control_group(self.entry_id), channel)
             # End the listener with a message rather than cancelling it: channels-redis can lose
             # other consumers' messages when a receive() is cancelled while it holds the read.

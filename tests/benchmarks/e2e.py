@@ -255,7 +255,8 @@ def peak_mb(pid: int) -> float:
 def profile(pid: int) -> subprocess.Popen | None:
     """With BENCH_PROFILE=FILE, py-spy samples the server during the 50 searches (raw folded
     stacks in FILE; `py-spy` must be installed in the venv: 0.3.14 reads this Python, 0.4 did
-    not). BENCH_PROFILE_WINDOW=DELAY,SECONDS (whole seconds) samples only that part of them."""
+    not). BENCH_PROFILE_WINDOW=DELAY,SECONDS (whole seconds) samples only that part of them;
+    BENCH_PROFILE_ROUND=N the Nth round (0, the first, is everyone's first search)."""
     out = os.environ.get("BENCH_PROFILE")
     if not out:
         return None
@@ -339,7 +340,7 @@ def crowd(fake: str, server: str, cookies: list[str], round_: int, fake_pid: int
     crowd_floor = asyncio.run(floors(fake, len(cookies)))
     cpu_before, wall_before = cpu_seconds(server_pid), time.monotonic()
     others_before = cpu_seconds(fake_pid) + cpu_seconds(os.getpid())
-    spy = profile(server_pid) if round_ == 0 else None
+    spy = profile(server_pid) if round_ == int(os.environ.get("BENCH_PROFILE_ROUND", 0)) else None
     results = asyncio.run(everyone())
     if spy is not None:
         if not os.environ.get("BENCH_PROFILE_WINDOW"):

@@ -689,3 +689,28 @@ async def test_a_run_sends_no_part_the_new_entry_already_shows(owner, alinked, u
     assert joined.count('class="entry-meta" hx-swap-oob') == 1
     assert joined.count('class="entry-status" hx-swap-oob') == 1  # running -> completed
     assert joined.count('class="related" hx-swap-oob') == 1
+
+
+async def test_garbage_is_collected_fully_once_no_answer_is_running(owner, alinked, upstream, monkeypatch):
+    """A full collection pauses every answer, so the server runs one when the last answer has
+    ended (pplxweb.collector): not while another is still arriving."""
+    import gc
+
+    from pplxweb import collector
+
+    monkeypatch.setattr(collector, "IDLE", 0.1)
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(asyncio.get_running_loop().time()))
+    serve(upstream, Paced(answer_stream(words(3))), Paced(answer_stream(words(40)), pause=0.02))
+    comm = await connect(owner)
+    for question in ("short", "long"):
+        await comm.send_to(text_data=json.dumps({"q": question}))
+        await receive_until(comm, "entries")
+    await receive_until(comm, "status-completed")  # the short one; the long one runs on
+    await asyncio.sleep(0.3)
+    assert collections == []
+    await receive_until(comm, "status-completed")
+    ended = asyncio.get_running_loop().time()
+    await asyncio.sleep(0.3)
+    assert len(collections) == 1 and collections[0] - ended >= 0.05
+    await comm.disconnect()
