@@ -58,7 +58,7 @@ class AnswerStream:
     """What of the answer the browser already has, and the fragments to bring it up to date."""
 
     entry_id: int
-    committed: int = 0  # chars of markdown sent as rendered blocks
+    committed: str = ""  # the markdown sent as rendered blocks
     tail_sent: str = ""  # markdown after `committed` already in the browser's tail
     tail_rendered_at: float = 0.0
     sources_key: tuple = ()
@@ -68,11 +68,13 @@ class AnswerStream:
     def update(self, text: str, sources: list[Any], final: bool = False) -> list[str]:
         """Fragments for the answer now being `text` (empty when nothing changed)."""
         text = scrub(text)
-        sent = text[: self.committed] + self.tail_sent
-        if not text.startswith(sent) or (final and self.blocks_sources_key != self._key(sources)):
+        # A rewrite of anything sent (Perplexity's diffs can replace earlier text) re-sends it all.
+        # Comparing the whole is a memory compare, cheaper than any one fragment's rendering.
+        shown = text.startswith(self.committed) and text.startswith(self.tail_sent, len(self.committed))
+        if not shown or (final and self.blocks_sources_key != self._key(sources)):
             return [self.full(text, sources)]
         fragments = []
-        tail = text[self.committed :]
+        tail = text[len(self.committed) :]
         starts = _block_starts(tail) if tail else []
         if final:
             starts = [*starts, len(tail)]  # every block is complete at the end
@@ -80,7 +82,7 @@ class AnswerStream:
         if len(starts) > 1:
             done = tail[: starts[-1]]
             fragments.append(self._blocks(done, sources))
-            self.committed += len(done)
+            self.committed += done
             tail = tail[starts[-1] :]
             self.tail_sent, reset = "", True
         if final:
@@ -98,11 +100,15 @@ class AnswerStream:
     def shows(self, text: str) -> bool:
         """Whether the browser already has all of `text` (as sent so far, rendered or not)."""
         text = scrub(text)
-        return len(text) == self.committed + len(self.tail_sent) and text.endswith(self.tail_sent)
+        return (
+            len(text) == len(self.committed) + len(self.tail_sent)
+            and text.startswith(self.committed)
+            and text.endswith(self.tail_sent)
+        )
 
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
-        self.committed, self.tail_sent = len(text), ""
+        self.committed, self.tail_sent = text, ""
         self.blocks_sources_key = self._key(sources)
         return render_to_string(
             "search/answer_fragment.html",

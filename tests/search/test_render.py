@@ -238,3 +238,18 @@ def test_an_answer_stream_knows_what_the_browser_already_has():
     assert not stream.shows("First paragraph.\n\nSecond, still growing.")  # one more character
     assert not stream.shows("First paragraph.\n\nSecond, still growin")
     assert not stream.shows("Rewritten paragraph.\n\nSecond, still growing")
+    assert not stream.shows("Final paragraph.\n\nSecond, still growing")  # as long, but rewritten
+
+
+def test_a_rewrite_of_text_already_sent_as_blocks_sends_the_whole_answer_again():
+    from search.fragments import AnswerStream
+
+    stream = AnswerStream(7)
+    first = stream.update("First paragraph.\n\nSecond", [])
+    assert "First paragraph." in "".join(first)  # a finished block
+    growing = "".join(stream.update("First paragraph.\n\nSecond, more", []))
+    assert "entry-7-tail" in growing and "First" not in growing  # only the tail changed
+    rewritten = stream.update("Final paragraph.\n\nSecond, more", [])  # an earlier block changed
+    assert len(rewritten) == 1 and 'id="entry-7-answer"' in rewritten[0]
+    assert "Final paragraph." in rewritten[0] and "First" not in rewritten[0]
+    assert stream.shows("Final paragraph.\n\nSecond, more")
