@@ -69,9 +69,7 @@ class AnswerStream:
         """Fragments for the answer now being `text` (empty when nothing changed)."""
         text = scrub(text)
         # A rewrite of anything sent (Perplexity's diffs can replace earlier text) re-sends it all.
-        # Comparing the whole is a memory compare, cheaper than any one fragment's rendering.
-        shown = text.startswith(self.committed) and text.startswith(self.tail_sent, len(self.committed))
-        if not shown or (final and self.blocks_sources_key != self._key(sources)):
+        if not self._extends(text) or (final and self.blocks_sources_key != self._key(sources)):
             return [self.full(text, sources)]
         fragments = []
         tail = text[len(self.committed) :]
@@ -100,11 +98,12 @@ class AnswerStream:
     def shows(self, text: str) -> bool:
         """Whether the browser already has all of `text` (as sent so far, rendered or not)."""
         text = scrub(text)
-        return (
-            len(text) == len(self.committed) + len(self.tail_sent)
-            and text.startswith(self.committed)
-            and text.endswith(self.tail_sent)
-        )
+        return len(text) == len(self.committed) + len(self.tail_sent) and self._extends(text)
+
+    def _extends(self, text: str) -> bool:
+        """Whether `text` begins with all the browser has (a memory compare, cheaper than any
+        fragment's rendering)."""
+        return text.startswith(self.committed) and text.startswith(self.tail_sent, len(self.committed))
 
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""

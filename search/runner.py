@@ -99,7 +99,7 @@ class Run:
     first_text_ms: int | None = None
     stop_requested: bool = False
     finishing: bool = False
-    sent: dict[str, Any] = field(default_factory=dict)  # what each fragment last showed
+    sent: dict[str, Any] = field(init=False)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
     models: dict = field(default_factory=dict)  # the catalogue, for model names
     snapshot: Any = None  # the latest merged snapshot

@@ -71,16 +71,13 @@ class StreamParser:
                 break
         del buffer[:start]
         self._scan = max(0, self._scan - start)
-        self._check_size()
-        if self.ended:
-            buffer.clear()
-        return events
-
-    def _check_size(self) -> None:
-        if len(self._buffer) + self._data_size > self.max_frame:
+        if len(buffer) + self._data_size > self.max_frame:
             raise ProtocolError(
                 f"Perplexity sent a frame larger than {self.max_frame // (1024 * 1024)} MiB.",
             )
+        if self.ended:
+            buffer.clear()
+        return events
 
     def close(self) -> list[Event]:
         """End of input: a last line without its line end, a last frame without its blank line."""
