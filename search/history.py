@@ -170,7 +170,9 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
     terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
-    document = "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.sources::text)"
+    document = (
+        "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
+    )
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
     sql = f"""
         SELECT e.id,

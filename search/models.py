@@ -42,6 +42,8 @@ class Entry(models.Model):
     options = models.JSONField(default=dict)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
     answer = models.TextField(blank=True)
+    # a Deep Research run's report (Markdown); the answer is then the run's cover note
+    report = models.TextField(blank=True)
     sources = models.JSONField(default=list)
     related = models.JSONField(default=list)
     steps = models.JSONField(default=list)
@@ -52,6 +54,9 @@ class Entry(models.Model):
     downgraded = models.BooleanField(default=False)
     credential = models.CharField(max_length=20, blank=True)
     backend_uuid = models.CharField(max_length=200, blank=True)
+    context_uuid = models.CharField(max_length=200, blank=True)  # for terminate (protocol.md 8.5)
+    # shapes of the stream pplxweb did not know: {"blocks": {usage: n}, "steps": {...}, "fields": {...}}
+    drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     runner = models.CharField(max_length=120, blank=True)  # host:pid of the process running it
     created = models.DateTimeField(auto_now_add=True)
