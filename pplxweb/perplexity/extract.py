@@ -2,66 +2,42 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pplxweb.perplexity.merge import Snapshot
+from pplxweb.perplexity.progress import Image, Step, images, steps
+from pplxweb.perplexity.research import Question, is_research, question, report
+from pplxweb.perplexity.sources import Source, sources
+from pplxweb.perplexity.values import as_list, as_str, decode
 
-NON_WEB_FLAGS = (
-    "is_navigational", "is_widget", "is_knowledge_card", "is_image", "is_video", "is_audio",
-    "is_map", "is_memory", "is_conversation_history", "is_conversation", "is_attachment",
-    "is_extra_info", "is_pro_search_table",
-)  # fmt: skip
+__all__ = ["Image", "Result", "Source", "Step", "extract", "has_answer", "processing_error", "text_complete"]
+
 SECTION = re.compile(r"^ask_text_(\d+)_markdown$")
 ANONYMOUS_MODEL = "turbo"
-
-
-@dataclass(frozen=True)
-class Source:
-    title: str
-    url: str
-    snippet: str = ""
-    date: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {"title": self.title, "url": self.url, "snippet": self.snippet, "date": self.date}
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: str  # "goal", "search", "read", "image" or "step"
-    text: str
-
-
-@dataclass(frozen=True)
-class Image:
-    """An image Perplexity generated for the answer (its URL expires in about 35 minutes)."""
-
-    url: str
-    caption: str = ""
-    width: int = 0
-    height: int = 0
-
-    @property
-    def key(self) -> str:
-        """The image itself: its URL comes with a fresh signature in the query on each event."""
-        return self.url.split("?", 1)[0]
+ANSWER_USAGES = re.compile(r"^ask_text(_\d+_markdown)?$")
+PROCESSING_ERROR = (
+    "Perplexity could not process this question (it said: {}). Try again, or ask it another way."
+)
 
 
 @dataclass(frozen=True)
 class Result:
     status: str  # "running", "completed", "truncated" or "failed"
-    answer: str = ""
+    answer: str = ""  # for a Deep Research run, its cover note
+    report: str = ""  # a Deep Research run's report (Markdown), "" when there is none
+    question: Question | None = None  # a clarifying question the run waits on
+    research: bool = False
     sources: list[Source] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     images: list[Image] = field(default_factory=list)
     model_asked: str = ""
     model: str = ""
-    downgraded: bool = False  # `turbo` answered a request for another model: the session is suspect
+    # `turbo` answered a request for another model without the account's tier: the session is
+    # suspect (protocol.md 8.4); only /api/auth/session can confirm it
+    downgraded: bool = False
     backend_uuid: str = ""
     read_write_token: str = ""
     thread_url_slug: str = ""
@@ -77,43 +53,69 @@ class Result:
 def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Result:
     """The result so far. With ended=True a stream without COMPLETED is `truncated`."""
     top = snapshot.top
-    final = _final_answer(top.get("text"))
-    asked = asked or _str(top.get("user_selected_model"))
-    model = _str(top.get("display_model")) or _str(top.get("user_selected_model"))
+    text_steps = decode(top.get("text"))
+    final = _final_answer(text_steps)
+    selected = as_str(top.get("user_selected_model"))
+    asked = asked or selected
+    model = as_str(top.get("display_model")) or selected
     status, error, code = _status(snapshot, ended)
+    research = is_research(top)
     return Result(
         status=status,
-        answer=_answer(snapshot, final),
-        sources=_sources(snapshot, final),
+        answer="" if processing_error(snapshot) else _answer(snapshot, final, research),
+        report=report(snapshot, text_steps),
+        question=question(snapshot, text_steps) if research and status == "running" else None,
+        research=research,
+        sources=sources(snapshot, final),
         related=_related(top),
-        steps=_steps(snapshot),
-        images=_images(snapshot),
+        steps=steps(snapshot, text_steps),
+        images=images(snapshot),
         model_asked=asked,
         model=model,
-        downgraded=bool(asked)
-        and asked != ANONYMOUS_MODEL
-        and ANONYMOUS_MODEL in (_str(top.get("display_model")), _str(top.get("user_selected_model"))),
-        backend_uuid=_str(top.get("backend_uuid")),
-        read_write_token=_str(top.get("read_write_token")),
-        thread_url_slug=_str(top.get("thread_url_slug")),
-        context_uuid=_str(top.get("context_uuid")),
+        downgraded=_downgraded(top, asked, selected or model),
+        backend_uuid=as_str(top.get("backend_uuid")),
+        read_write_token=as_str(top.get("read_write_token")),
+        thread_url_slug=as_str(top.get("thread_url_slug")),
+        context_uuid=as_str(top.get("context_uuid")),
         error=error,
         error_code=code,
     )
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+def _downgraded(top: dict, asked: str, answered: str) -> bool:
+    """protocol.md 8.4: `turbo` answering `turbo` is quick mode; `turbo` answering a request for
+    another model is suspect, unless the frame names the account's tier (an anonymous answer
+    has none)."""
+    if not asked or asked == ANONYMOUS_MODEL or answered != ANONYMOUS_MODEL:
+        return False
+    extras = top.get("_extras")
+    tier = extras.get("subscription_tier") if isinstance(extras, dict) else None
+    return not (isinstance(tier, str) and tier and tier.lower() not in ("free", "anonymous", "none"))
 
 
 # --- status ---------------------------------------------------------------------------------
 
 
+def processing_error(snapshot: Snapshot) -> str:
+    """The text of a bare error frame (protocol.md 8.3: `{"text": "Error in processing query."}`
+    with no status and no blocks), or "" when the stream is not one."""
+    top = snapshot.top
+    if snapshot.blocks or "status" in top or snapshot.completed:
+        return ""
+    text = top.get("text")
+    if not isinstance(text, str) or not text.strip() or text.strip()[0] in "[{":
+        return ""
+    return text.strip()[:200]
+
+
 def _status(snapshot: Snapshot, ended: bool) -> tuple[str, str | None, str]:
     top = snapshot.top
+    frame_error = processing_error(snapshot)
+    if frame_error and ended:
+        return "failed", PROCESSING_ERROR.format(frame_error.rstrip(".")), "PROCESSING_ERROR"
     if snapshot.failed:
-        code = _str(top.get("error_code"))
-        return "failed", failure_message(code, _str(top.get("error_message"))), code
+        code = as_str(top.get("error_code"))
+        return "failed", failure_message(code, as_str(top.get("error_message"))), code
     if snapshot.completed:
         return "completed", None, ""
     if ended:
@@ -140,7 +142,7 @@ def failure_message(code: str, message: str) -> str:
 
 def has_answer(snapshot: Snapshot) -> bool:
     """Whether answer text has begun (cheap: the answer's blocks only, no steps or sources)."""
-    return bool(_answer(snapshot, None))
+    return bool(_answer(snapshot, None, is_research(snapshot.top)))
 
 
 def text_complete(snapshot: Snapshot) -> bool:
@@ -150,10 +152,13 @@ def text_complete(snapshot: Snapshot) -> bool:
     return top.get("text_completed") is True or top.get("final") is True or snapshot.completed
 
 
-def _answer(snapshot: Snapshot, final: dict | None) -> str:
+def _answer(snapshot: Snapshot, final: dict | None, research: bool) -> str:
+    """The answer's Markdown. The workflow's text is the answer only when no `ask_text` block
+    exists and the run is not a research run (protocol.md 8.1: there it holds progress notes)."""
+    workflow = not research and not any(ANSWER_USAGES.match(u) for u in snapshot.block_order)
     usages = snapshot.top.get("structured_answer_block_usages")
     if isinstance(usages, list):
-        texts = [t for t in (_usage_text(snapshot, u) for u in usages if isinstance(u, str)) if t]
+        texts = [t for t in (_usage_text(snapshot, u, workflow) for u in usages if isinstance(u, str)) if t]
         if texts:
             return "\n\n".join(texts)
     text = _markdown_usages(snapshot)
@@ -161,15 +166,15 @@ def _answer(snapshot: Snapshot, final: dict | None) -> str:
         return text
     if final and final.get("answer"):
         return final["answer"]
-    return _legacy(snapshot.top)
+    return "" if research else _legacy(snapshot.top)
 
 
-def _usage_text(snapshot: Snapshot, usage: str) -> str:
+def _usage_text(snapshot: Snapshot, usage: str, workflow: bool) -> str:
     block = snapshot.block(usage)
     if block is None:
         return ""
     if block.kind == "workflow_block":
-        return _workflow_text(block.doc)
+        return _workflow_text(block.doc) if workflow else ""
     if block.kind == "markdown_block":
         return snapshot.markdown(usage) or ""
     return ""
@@ -185,7 +190,10 @@ def _workflow_text(doc: Any) -> str:
             text_payload = payload.get("text_payload") if isinstance(payload, dict) else None
             if not isinstance(text_payload, dict):
                 continue
-            text = _str(text_payload.get("text"))
+            variant = item.get("variant") or text_payload.get("variant")
+            if variant and variant != "answer":  # step summaries ("Insights"), page extracts
+                continue
+            text = as_str(text_payload.get("text"))
             chunks = text_payload.get("chunks")
             joined = "".join(c for c in chunks if isinstance(c, str)) if isinstance(chunks, list) else ""
             best = joined if len(joined) > len(text) else text  # chunks can run ahead of `text`
@@ -213,24 +221,9 @@ def _markdown_usages(snapshot: Snapshot) -> str:
     return ""
 
 
-def _decode(value: Any) -> Any:
-    """JSON that may be encoded more than once; a string that is not JSON stays a string."""
-    for _ in range(3):
-        if not isinstance(value, str):
-            return value
-        stripped = value.strip()
-        if not stripped or stripped[0] not in '[{"':
-            return value
-        try:
-            value = json.loads(stripped)
-        except ValueError:
-            return value
-    return value
-
-
-def _final_answer(text: Any) -> dict | None:
-    """The FINAL step's answer from the `text` field: {"answer": markdown, "web_results": [...]}."""
-    steps = _decode(text)
+def _final_answer(steps: Any) -> dict | None:
+    """The FINAL step's answer from the `text` field (decoded): {"answer": markdown,
+    "web_results": [...]}."""
     if isinstance(steps, dict):
         steps = [{"step_type": "FINAL", "content": {"answer": steps}}]
     if not isinstance(steps, list):
@@ -239,7 +232,7 @@ def _final_answer(text: Any) -> dict | None:
         if not isinstance(step, dict) or step.get("step_type") != "FINAL":
             continue
         content = step.get("content")
-        answer = _decode(content.get("answer")) if isinstance(content, dict) else None
+        answer = decode(content.get("answer")) if isinstance(content, dict) else None
         if isinstance(answer, str):
             return {"answer": answer, "web_results": []}
         if not isinstance(answer, dict):
@@ -251,10 +244,10 @@ def _final_answer(text: Any) -> dict | None:
 def _final_text(answer: dict) -> str:
     structured = answer.get("structured_answer")
     if isinstance(structured, list) and structured and isinstance(structured[0], dict):
-        text = _str(structured[0].get("text"))
+        text = as_str(structured[0].get("text"))
         if text:
             return text
-    if _str(answer.get("answer")):
+    if as_str(answer.get("answer")):
         return answer["answer"]
     chunks = answer.get("chunks")
     return "".join(c for c in chunks if isinstance(c, str)) if isinstance(chunks, list) else ""
@@ -262,167 +255,26 @@ def _final_text(answer: dict) -> str:
 
 def _legacy(top: dict) -> str:
     for key in ("answer", "markdown_block", "ask_text"):
-        if _str(top.get(key)):
+        if as_str(top.get(key)):
             return top[key]
-    text = _decode(top.get("text"))
+    text = decode(top.get("text"))
     return text if isinstance(text, str) else ""
 
 
 # --- sources, related questions, progress ----------------------------------------------------
 
 
-def _normal_url(url: str) -> str:
-    parts = urlsplit(url.strip())
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, ""))
-
-
-def _web_result(item: Any) -> Source | None:
-    if not isinstance(item, dict) or any(item.get(flag) for flag in NON_WEB_FLAGS):
-        return None
-    url = _str(item.get("url")).strip()
-    if not url:
-        return None
-    title = _str(item.get("name")) or _str(item.get("title")) or url
-    return Source(
-        title=title.strip(),
-        url=url,
-        snippet=_str(item.get("snippet")).strip(),
-        date=_str(item.get("timestamp")) or _str(item.get("date")),
-    )
-
-
-def _sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
-    candidates: list[Any] = []
-    for usage in snapshot.block_order:
-        block = snapshot.blocks[usage]
-        if block.kind == "web_result_block" and isinstance(block.doc, dict):
-            candidates += _list(block.doc.get("web_results"))
-    for usage in snapshot.block_order:
-        block = snapshot.blocks[usage]
-        if block.kind == "sources_mode_block" and isinstance(block.doc, dict):
-            candidates += _list(block.doc.get("web_results"))
-            candidates += [r.get("web_result") for r in _list(block.doc.get("rows")) if isinstance(r, dict)]
-    if final:
-        candidates += _list(final.get("web_results"))
-    candidates += _list(snapshot.top.get("sources_list"))
-    seen: set[str] = set()
-    sources = []
-    for item in candidates:
-        source = _web_result(item)
-        if source is None:
-            continue
-        key = _normal_url(source.url)
-        if key not in seen:
-            seen.add(key)
-            sources.append(source)
-    return sources
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
 def _related(top: dict) -> list[str]:
-    related = [q.strip() for q in _list(top.get("related_queries")) if isinstance(q, str) and q.strip()]
-    if not related:
+    """Related questions. `related_query_items`, when present, decides (protocol.md 8.3): only
+    its DEFAULT items are questions; UPSELL items (and the junk `related_queries` then carries
+    at their places) are not."""
+    items = [item for item in as_list(top.get("related_query_items")) if isinstance(item, dict)]
+    if items:
         related = [
-            _str(item.get("text")).strip()
-            for item in _list(top.get("related_query_items"))
-            if isinstance(item, dict) and _str(item.get("text")).strip()
+            as_str(item.get("text")).strip()
+            for item in items
+            if item.get("type", "DEFAULT") == "DEFAULT" and as_str(item.get("text")).strip()
         ]
-    return list(dict.fromkeys(related))
-
-
-def _steps(snapshot: Snapshot) -> list[Step]:
-    steps: list[Step] = []
-    for usage in snapshot.block_order:
-        block = snapshot.blocks[usage]
-        if block.kind != "plan_block" or not isinstance(block.doc, dict):
-            continue
-        for goal in _list(block.doc.get("goals")):
-            if isinstance(goal, dict) and _str(goal.get("description")):
-                steps.append(Step("goal", goal["description"]))
-        for step in _list(block.doc.get("steps")):
-            steps += _step(step)
-    text_steps = _decode(snapshot.top.get("text"))
-    if isinstance(text_steps, list):
-        for step in text_steps:
-            if isinstance(step, dict):
-                steps += _step({**step, "content_any": step.get("content")})
-    return list(dict.fromkeys(steps))
-
-
-def _step(step: Any) -> list[Step]:
-    if not isinstance(step, dict):
-        return []
-    kind = _str(step.get("step_type"))
-    content = step.get("content_any") or step.get(f"{kind.lower()}_content") or {}
-    if not isinstance(content, dict):
-        return []
-    if kind == "SEARCH_WEB":
-        return [
-            Step("search", q["query"])
-            for q in _list(content.get("queries"))
-            if isinstance(q, dict) and _str(q.get("query"))
-        ]
-    if kind == "SEARCH_RESULTS":
-        results = [_web_result(r) for r in _list(content.get("web_results"))]
-        return [Step("read", s.title) for s in results if s is not None]
-    if kind == "URL_NAVIGATE" and _str(content.get("url")):
-        return [Step("read", content["url"])]
-    if kind == "GENERATE_IMAGE":
-        text = _str(content.get("caption")) or _str(content.get("prompt"))
-        return [Step("image", text)] if text else []
-    return []
-
-
-def _size(value: Any) -> int:
-    return value if isinstance(value, int) and 0 < value < 100_000 else 0
-
-
-def _images(snapshot: Snapshot) -> list[Image]:
-    """Generated images (protocol.md 3.9): the steps' GENERATED_IMAGE assets, the image-results
-    steps, then top-level `media_items` that carry `generated_media_metadata`; one per image
-    (the same image comes with fresh signatures in the query string)."""
-    found: dict[str, Image] = {}
-    caption = ""
-
-    def add(url: Any, name: Any, width: Any, height: Any) -> None:
-        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-            return
-        image = Image(url, _str(name).strip()[:300], _size(width), _size(height))
-        if image.key not in found:
-            found[image.key] = image
-        elif image.caption and not found[image.key].caption:
-            known = found[image.key]
-            found[image.key] = Image(known.url, image.caption, known.width, known.height)
-
-    for usage in snapshot.block_order:
-        block = snapshot.blocks[usage]
-        if block.kind != "plan_block" or not isinstance(block.doc, dict):
-            continue
-        for step in _list(block.doc.get("steps")):
-            if not isinstance(step, dict):
-                continue
-            content = step.get("generate_image_content")
-            if isinstance(content, dict) and not caption:
-                caption = (_str(content.get("caption")) or _str(content.get("prompt"))).strip()[:300]
-            for asset in _list(step.get("assets")):
-                if not isinstance(asset, dict) or asset.get("asset_type") != "GENERATED_IMAGE":
-                    continue
-                image = asset.get("generated_image")
-                if isinstance(image, dict):
-                    info = _list(asset.get("download_info"))
-                    name = info[0].get("filename") if info and isinstance(info[0], dict) else ""
-                    add(image.get("url"), name, image.get("image_width"), image.get("image_height"))
-            results = step.get("generate_image_results_content")
-            for image in _list(results.get("image_results") if isinstance(results, dict) else None):
-                if isinstance(image, dict):
-                    add(image.get("url"), "", image.get("image_width"), image.get("image_height"))
-    for item in _list(snapshot.top.get("media_items")):
-        if isinstance(item, dict) and item.get("medium") == "image" and item.get("generated_media_metadata"):
-            add(item.get("image"), item.get("name"), item.get("image_width"), item.get("image_height"))
-    return [
-        image if image.caption else Image(image.url, caption, image.width, image.height)
-        for image in found.values()
-    ]
+    else:
+        related = [q.strip() for q in as_list(top.get("related_queries")) if isinstance(q, str) and q.strip()]
+    return list(dict.fromkeys(q[:500] for q in related))

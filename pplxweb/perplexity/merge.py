@@ -11,7 +11,9 @@ Rules:
 - `diff_block` applies an RFC 6902 patch (add / remove / replace; path "" is the whole
   document) to the stored `<field>`; a patch that fails is skipped and counted;
 - `markdown_block.chunks` are spliced at `chunk_starting_offset` (a missing offset appends,
-  an offset past the end appends, so text already shown never vanishes).
+  an offset past the end appends, so text already shown never vanishes);
+- the terminal frame (COMPLETED + final) is a full snapshot: its blocks replace what the diffs
+  built, and its markdown `answer` is the answer even when shorter (protocol.md 8.2).
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ class Snapshot:
             return None
         answer = block.doc.get("answer") if isinstance(block.doc, dict) else None
         text = block.chunks.text() if block.chunks is not None else ""
-        # the final event carries the whole text as `answer`; prefer whichever is further along
-        if isinstance(answer, str) and len(answer) >= len(text):
+        # The terminal frame's `answer` wins even when shorter (protocol.md 8.2: a thinking
+        # model renumbers its citations there); before it, whichever is further along.
+        if isinstance(answer, str) and answer and (self.completed or len(answer) >= len(text)):
             return answer
         return text
 
@@ -115,10 +118,11 @@ def merge(snapshot: Snapshot, event: Event | dict) -> Snapshot:
         top[key] = value
     blocks, order, failures = snapshot.blocks, snapshot.block_order, snapshot.patch_failures
     incoming = data.get("blocks")
+    terminal = is_terminal(data)
     if isinstance(incoming, list) and incoming:
         blocks, order = dict(blocks), list(order)
         for raw in incoming:
-            failures += _merge_block(blocks, order, raw)
+            failures += _merge_block(blocks, order, raw, terminal)
         order = tuple(order)
     return Snapshot(
         top=top,
@@ -126,13 +130,14 @@ def merge(snapshot: Snapshot, event: Event | dict) -> Snapshot:
         block_order=order,
         events=snapshot.events + 1,
         patch_failures=failures,
-        completed=snapshot.completed or is_terminal(data),
+        completed=snapshot.completed or terminal,
         failed=snapshot.failed or is_failure(data),
     )
 
 
-def _merge_block(blocks: dict[str, Block], order: list[str], raw: Any) -> int:
-    """Merge one block into `blocks` (a fresh dict); return the number of failed patches."""
+def _merge_block(blocks: dict[str, Block], order: list[str], raw: Any, terminal: bool = False) -> int:
+    """Merge one block into `blocks` (a fresh dict); return the number of failed patches. The
+    terminal frame's blocks are a full snapshot (protocol.md 8.2): they replace, never append."""
     if not isinstance(raw, dict):
         return 1
     usage = raw.get("intended_usage")
@@ -145,12 +150,12 @@ def _merge_block(blocks: dict[str, Block], order: list[str], raw: Any) -> int:
         return _apply_diff(blocks, usage, diff)
     for kind, doc in raw.items():
         if kind.endswith("_block") and kind != "diff_block":
-            blocks[usage] = _direct(blocks.get(usage), kind, doc)
+            blocks[usage] = _direct(blocks.get(usage), kind, doc, terminal)
             return 0
     return 0
 
 
-def _direct(old: Block | None, kind: str, doc: Any) -> Block:
+def _direct(old: Block | None, kind: str, doc: Any, terminal: bool = False) -> Block:
     if kind != "markdown_block" or not isinstance(doc, dict):
         return Block(kind, doc)
     chunks = doc.get("chunks")
@@ -158,7 +163,7 @@ def _direct(old: Block | None, kind: str, doc: Any) -> Block:
     view = old.chunks if old is not None and old.chunks is not None else ChunkView()
     if isinstance(chunks, list):
         offset = doc.get("chunk_starting_offset")
-        offset = offset if isinstance(offset, int) and offset >= 0 else None
+        offset = offset if isinstance(offset, int) and offset >= 0 else (0 if terminal else None)
         view = view.splice(offset, [c for c in chunks if isinstance(c, str)])
     return Block(kind, rest, view)
 

@@ -150,6 +150,13 @@ class StreamParser:
         if not isinstance(value, dict):
             self.skipped += 1
             return
+        if self._mode == "jsonl" and isinstance(value.get("data"), dict) and set(value) <= {"event", "data"}:
+            # some tools write JSON lines as {"event": ..., "data": {...}} (fixtures README)
+            name = value["event"] if isinstance(value.get("event"), str) else name
+            if name == "end_of_stream":
+                self.ended = True
+                return
+            value = value["data"]
         events.append(Event(name, value))
 
 

@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from pplxweb.perplexity.errors import ProtocolError, Timeout
+from pplxweb.perplexity.extract import processing_error
 from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sse import StreamParser
 
 if TYPE_CHECKING:
     from pplxweb.perplexity.client import PerplexityClient
+
+NOTHING_SENT = "Perplexity sent nothing for this question (asked twice). Try again in a moment."
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class AskStream:
         self.ended = False
         self.cut = ""
         self.skipped = 0
+        self.retried = False
+        self.saw_bytes = False  # of the current attempt
         self.first_byte: float | None = None  # monotonic time of the first body byte
         self._gen: AsyncIterator[Snapshot] | None = None
 
@@ -77,15 +82,31 @@ class AskStream:
         research = self._request.options.research
         limits = self._client.timeouts
         gap = limits.research_read_gap if research else limits.read_gap
-        inner = self._read(gap)
         try:
             async with asyncio.timeout(limits.research_overall if research else limits.overall):
-                async for snapshot in inner:
-                    yield snapshot
+                for attempt in (1, 2):
+                    inner = self._read(gap)
+                    try:
+                        async for snapshot in inner:
+                            yield snapshot
+                    finally:
+                        await inner.aclose()  # a generator left early is not closed by itself
+                    if attempt == 1 and self._nothing_came():
+                        self.retried = True  # asked again once, as a socket dropped before any answer is
+                        self.snapshot, self.ended, self.cut = Snapshot(), False, ""
+                        continue
+                    break
         except TimeoutError:
             raise Timeout("Perplexity took too long to finish this answer; what arrived is kept.") from None
-        finally:
-            await inner.aclose()  # a generator left early is not closed by itself
+        if self.ended and not self.saw_bytes:
+            raise ProtocolError(NOTHING_SENT)
+
+    def _nothing_came(self) -> bool:
+        """An answer stream that ended with nothing in it, or with only a bare error frame
+        (protocol.md 8.3): peers ask again once."""
+        if not self.ended:
+            return False
+        return not self.saw_bytes or bool(processing_error(self.snapshot))
 
     async def _read(self, gap: float) -> AsyncIterator[Snapshot]:
         client = self._client
@@ -94,6 +115,7 @@ class AskStream:
         else:
             response = await client._open_ask(self._request, gap)
         parser = StreamParser()
+        self.saw_bytes = False
         to_event = api_event if self._api_key else None
         try:
             chunks = response.aiter_bytes().__aiter__()
@@ -118,6 +140,7 @@ class AskStream:
                     return
                 if self.first_byte is None:
                     self.first_byte = time.monotonic()
+                self.saw_bytes = self.saw_bytes or bool(chunk)
                 try:
                     events = parser.feed(chunk)
                 except ProtocolError:

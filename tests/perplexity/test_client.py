@@ -457,13 +457,53 @@ async def test_malformed_frames_are_skipped_and_counted(mock):
     assert extract(stream.snapshot, ended=True).answer == "ok"
 
 
-async def test_an_empty_stream_is_truncated_with_no_results(mock):
-    ask_route(mock, content=b"", headers=SSE)
+async def test_an_empty_stream_is_asked_again_once_then_perplexity_sent_nothing(mock):
+    route = ask_route(mock, content=b"", headers=SSE)
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        with pytest.raises(ProtocolError, match="sent nothing"):
+            await collect(stream)
+    assert route.call_count == 2 and stream.retried
+
+
+async def test_an_empty_stream_then_an_answer_gives_the_answer(mock):
+    ask_route(mock).mock(
+        side_effect=[
+            httpx.Response(200, headers=SSE, content=b""),
+            httpx.Response(200, headers=SSE, content=sse(answer_stream(["Hello"]))),
+        ]
+    )
     async with client() as c:
         stream = c.ask(AskRequest("q"))
         await collect(stream)
     result = extract(stream.snapshot, ended=stream.ended)
-    assert result.status == "truncated" and result.no_results
+    assert result.status == "completed" and result.answer == "Hello"
+
+
+async def test_a_bare_error_frame_is_asked_again_once_then_fails_with_a_sentence(mock):
+    error = sse([{"text": "Error in processing query."}])
+    route = ask_route(mock, content=error, headers=SSE)
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert route.call_count == 2
+    assert result.status == "failed" and result.answer == ""
+    assert "could not process this question" in result.error and "Error in processing query" in result.error
+
+
+async def test_a_bare_error_frame_then_an_answer_gives_the_answer(mock):
+    ask_route(mock).mock(
+        side_effect=[
+            httpx.Response(200, headers=SSE, content=sse([{"text": "Error in processing query."}])),
+            httpx.Response(200, headers=SSE, content=sse(answer_stream(["Fine"]))),
+        ]
+    )
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert result.status == "completed" and result.answer == "Fine"
 
 
 async def test_leaving_the_loop_closes_the_upstream_response(mock):

@@ -1,0 +1,158 @@
+"""Deep Research in a merged snapshot (protocol.md 8.1): the report, the clarifying question.
+
+A research run's `ask_text` holds only a cover note; the report is an asset. It is read from,
+in this order: the terminal `text` step list's `RESEARCH_ANSWER` step, a `unified_assets` block
+(grown by whole-string replaces while the run goes on), and the `workflow_root` block's
+`sources_payload` assets (when the requested block list is short).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pplxweb.perplexity.merge import Snapshot
+
+REPORT_LIMIT = 2_000_000  # characters kept of one report (a 13 KB report is typical)
+REPORT_CUT = "\n\n*(The report was longer than pplxweb keeps: {} characters; the rest was cut.)*"
+SKIP_SECONDS_MAX = 600  # a clarifying question's countdown, at most (bad input: 10^9 seconds)
+SKIP_SECONDS_DEFAULT = 60
+OPTIONS_MAX = 10
+
+
+@dataclass(frozen=True)
+class Question:
+    """A clarifying question a research run asks before it goes on (8.1)."""
+
+    text: str
+    options: tuple[str, ...] = ()
+    skip_seconds: int = SKIP_SECONDS_DEFAULT
+    key: str = ""  # the step's uuid, when it has one (the answer names it)
+
+
+def is_research(top: dict) -> bool:
+    """Whether the run is a Deep Research run (the first frames already say `search_mode`)."""
+    extras = top.get("_extras")
+    mode = extras.get("pro_search_mode") if isinstance(extras, dict) else None
+    return top.get("search_mode") == "RESEARCH" or mode == "deep_research"
+
+
+def report(snapshot: Snapshot, text_steps: Any) -> str:
+    """The research report's Markdown ("" when there is none), at most REPORT_LIMIT characters."""
+    found = _from_steps(text_steps) or _from_assets_blocks(snapshot) or _from_workflow(snapshot)
+    if len(found) > REPORT_LIMIT:
+        return found[:REPORT_LIMIT] + REPORT_CUT.format(len(found))
+    return found
+
+
+def _content(asset: Any) -> str:
+    report = asset.get("research_report") if isinstance(asset, dict) else None
+    content = report.get("source_content") if isinstance(report, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _best(assets: Any) -> str:
+    """The primary asset's report, else the first report; of two primaries, the first with text."""
+    if not isinstance(assets, list):
+        return ""
+    texts = [(bool(a.get("is_primary_asset")), _content(a)) for a in assets if isinstance(a, dict)]
+    for primary, text in texts:
+        if primary and text:
+            return text
+    return next((text for _, text in texts if text), "")
+
+
+def _from_steps(steps: Any) -> str:
+    if not isinstance(steps, list):
+        return ""
+    for step in reversed(steps):
+        if isinstance(step, dict) and step.get("step_type") == "RESEARCH_ANSWER":
+            content = step.get("content")
+            found = _best(step.get("assets"))
+            if not found and isinstance(content, dict):
+                found = _best(content.get("assets"))
+            if found:
+                return found
+    return ""
+
+
+def _from_assets_blocks(snapshot: Snapshot) -> str:
+    for usage in snapshot.block_order:
+        block = snapshot.blocks[usage]
+        if block.kind == "unified_assets_block" and isinstance(block.doc, dict):
+            found = _best(block.doc.get("assets"))
+            if found:
+                return found
+    return ""
+
+
+def _workflow_items(snapshot: Snapshot):
+    block = snapshot.block("workflow_root")
+    steps = block.doc.get("steps") if block is not None and isinstance(block.doc, dict) else None
+    for step in steps if isinstance(steps, list) else []:
+        items = step.get("items") if isinstance(step, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                yield item
+
+
+def _from_workflow(snapshot: Snapshot) -> str:
+    for item in _workflow_items(snapshot):
+        payload = item.get("payload")
+        sources = payload.get("sources_payload") if isinstance(payload, dict) else None
+        found = _best(sources.get("assets")) if isinstance(sources, dict) else ""
+        if found:
+            return found
+    return ""
+
+
+# --- clarifying questions --------------------------------------------------------------------
+
+
+def question(snapshot: Snapshot, text_steps: Any) -> Question | None:
+    """The clarifying question the run is waiting on, if any (one not yet answered)."""
+    candidates: list[Any] = []
+    for usage in snapshot.block_order:
+        block = snapshot.blocks[usage]
+        if block.kind == "plan_block" and isinstance(block.doc, dict):
+            steps = block.doc.get("steps")
+            candidates += steps if isinstance(steps, list) else []
+    candidates += text_steps if isinstance(text_steps, list) else []
+    candidates += [item.get("payload") for item in _workflow_items(snapshot)]
+    for step in reversed(candidates):
+        found = _question(step)
+        if found is not None:
+            return found
+    return None
+
+
+def _question(step: Any) -> Question | None:
+    if not isinstance(step, dict):
+        return None
+    for holder in (step, *(v for v in step.values() if isinstance(v, dict))):
+        questions = holder.get("questions")
+        if not isinstance(questions, list) or not questions or not isinstance(questions[0], dict):
+            continue
+        if holder.get("answers") or step.get("answers"):  # answered (or skipped): the run goes on
+            return None
+        first = questions[0]
+        text = first.get("question_text")
+        if not isinstance(text, str) or not text.strip():
+            return None
+        options = first.get("options")
+        options = (
+            [o for o in options if isinstance(o, str) and o.strip()] if isinstance(options, list) else []
+        )
+        return Question(
+            text=text.strip()[:2000],
+            options=tuple(o.strip()[:300] for o in options[:OPTIONS_MAX]),
+            skip_seconds=_seconds(holder.get("auto_skip_seconds", step.get("auto_skip_seconds"))),
+            key=str(step.get("uuid") or holder.get("uuid") or "")[:200],
+        )
+    return None
+
+
+def _seconds(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return SKIP_SECONDS_DEFAULT
+    return int(min(max(value, 0), SKIP_SECONDS_MAX))
