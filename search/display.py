@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 
 from search.models import Entry
-from search.render import render_answer, render_sources
+from search.render import render_answer, render_report, render_sources
 
 
 def catalogue_models(data: dict | None = None) -> dict:
@@ -30,11 +30,18 @@ def entry_context(entry: Entry) -> dict:
         "entry": entry,
         "model": model_label(entry.model),
         "answer_html": render_answer(entry.answer, entry.sources),
+        "report": report_context(entry.pk, entry.report, entry.running),
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
         "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
     }
+
+
+def report_context(entry_id: int, markdown: str, running: bool, oob: bool = False) -> dict:
+    """What templates/search/report_fragment.html draws: a Deep Research report and its contents."""
+    html, toc = render_report(markdown)
+    return {"entry_id": entry_id, "report_html": html, "toc": toc, "running": running, "oob": oob}
 
 
 def entry_html(entry: Entry) -> str:

@@ -30,6 +30,11 @@ def _answer_with_footnotes(entry: Entry) -> str:
     )
 
 
+def _demoted(report: str) -> str:
+    """A report's headings three levels down, so they sit under its "### Research report"."""
+    return re.sub(r"^(#{1,3})(?=[ \t])", lambda m: "#" * min(len(m.group(1)) + 3, 6), report, flags=re.M)
+
+
 def _kept_images(entry: Entry) -> list[dict]:
     return [r for r in entry.images if isinstance(r, dict) and isinstance(r.get("n"), int)]
 
@@ -53,6 +58,8 @@ def thread_markdown(thread: Thread, in_zip: bool = False) -> str:
             "",
         ]
         lines += [_answer_with_footnotes(entry).strip() or "*(no answer)*", ""]
+        if entry.report:
+            lines += ["### Research report", "", _demoted(entry.report).strip(), ""]
         if entry.error:
             lines += [f"> {entry.error}", ""]
         for record in _kept_images(entry):
@@ -76,6 +83,7 @@ def entry_json(entry: Entry) -> dict:
         "created": entry.created.isoformat(),
         "status": entry.status,
         "answer": entry.answer,
+        "report": entry.report,
         "sources": entry.sources,
         "related": entry.related,
         "steps": entry.steps,

@@ -25,11 +25,12 @@ from django.utils.html import conditional_escape
 from markdown_it import MarkdownIt
 
 from pplxweb.perplexity.extract import Result
-from search.display import model_label
+from search.display import model_label, report_context
 from search.models import Entry
 from search.render import render_answer, render_sources, scrub
 
 TAIL_RENDER_EVERY = 1.0  # seconds
+REPORT_RENDER_EVERY = 2.0  # seconds between re-renders of a growing research report
 STEPS_SHOWN = 30  # the latest steps a running answer shows
 
 
@@ -151,6 +152,8 @@ def part_keys(run, final: bool = False) -> dict[str, tuple]:
         "related": tuple(result.related),
         "meta": (result.downgraded, run.error, final, running or result.model),  # the model shows at the end
         "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
+        "report": (len(result.report), hash(result.report[-64:]), running),
+        "question": result.question if running else None,
     }
 
 
@@ -162,12 +165,18 @@ def changed_parts(run, final: bool = False) -> list[str]:
     changed = [name for name, key in keys.items() if run.sent.get(name) != key]
     result = _result(run)
     parts = []
+    now = time.monotonic()
+    if "report" in changed and not final and now - run.report_rendered_at < REPORT_RENDER_EVERY:
+        changed.remove("report")  # a report grows by hundreds of whole replaces: a few renders do
     if changed:
         context = _context(run)
         for name in changed:
             run.sent[name] = keys[name]
             if name == "sources":
                 parts.append(_sources_fragment(run.entry_id, result))
+            elif name == "report":
+                run.report_rendered_at = now
+                parts.append(_report_fragment(run, result))
             else:
                 parts.append(_part(name, context))
     parts += run.answer.update(result.answer, result.sources, final=final)
@@ -178,8 +187,9 @@ def full_state(run) -> str:
     """Every part of the run as it is now, for a newcomer."""
     result = _result(run)
     context = _context(run)
-    parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images")]
+    parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images", "question")]
     parts.append(_sources_fragment(run.entry_id, result))
+    parts.append(_report_fragment(run, result))
     parts.append(run.answer.full(result.answer, result.sources))
     return "".join(parts)
 
@@ -206,12 +216,20 @@ def _context(run) -> dict:
         "seconds": round(time.monotonic() - run.started, 1),
         "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
         "images": run.downloads.records(),
+        "question": result.question if run.status == Entry.Status.RUNNING else None,
         "oob": True,
     }
 
 
 def _part(name: str, context: dict) -> str:
     return render_to_string(f"search/{name}_fragment.html", context)
+
+
+def _report_fragment(run, result: Result) -> str:
+    running = run.status == Entry.Status.RUNNING
+    return render_to_string(
+        "search/report_fragment.html", report_context(run.entry_id, result.report, running, oob=True)
+    )
 
 
 def _sources_fragment(entry_id: int, result: Result) -> str:

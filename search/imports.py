@@ -222,6 +222,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         question=item["question"],
         status="interrupted" if running else item.get("status") or "completed",
         answer=str(item.get("answer") or ""),
+        report=str(item.get("report") or ""),
         sources=_shaped(item.get("sources"), SOURCE_KEYS),
         related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
         steps=_shaped(item.get("steps"), STEP_KEYS),

@@ -207,3 +207,14 @@ def render_sources(sources: Sequence[Any]) -> SafeString:
             "host": urlsplit(url).hostname or "" if url else "",
         })  # fmt: skip
     return render_to_string("search/sources.html", {"sources": items})
+
+
+def render_report(markdown: str) -> tuple[SafeString, list[dict]]:
+    """A Deep Research report as safe HTML and its contents list ([{level, text, id}])."""
+    if not markdown:
+        return mark_safe(""), []
+    toc = [
+        {"level": len(m.group(1)), "text": m.group(2).strip()[:200], "id": f"h{n}"}
+        for n, m in enumerate(re.finditer(r"^(#{1,3})[ \t]+(.+)$", scrub(markdown), re.M))
+    ]
+    return render_answer(markdown), toc

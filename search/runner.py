@@ -13,7 +13,7 @@ import contextvars
 import logging
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -24,9 +24,10 @@ from accounts.services import Credential, NoCredential, make_client, refresh_cat
 from accounts.services.link import mark_auth_problem
 from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
-from pplxweb.perplexity.extract import Result, extract, has_answer, text_complete
+from pplxweb.perplexity.extract import ANONYMOUS_MODEL, Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import fragments, images, services
+from search.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.fragments import AnswerStream
 from search.models import Entry
 
@@ -37,8 +38,8 @@ QUIET = 0.025  # a pause this long in the stream sends what is waiting (see Run.
 SAVE_EVERY = 2.0  # seconds between progress saves
 CANCEL_AGAIN = 0.1  # seconds before a stop or shutdown asks a run again (see Run.cancel)
 DOWNGRADED = (
-    "Perplexity answered with its anonymous model (turbo), not the one asked for: "
-    "the linked session may have expired. Re-link in Settings."
+    "Perplexity answered with its anonymous model (turbo), not the one asked for, and says the "
+    "linked session is signed out. Re-link in Settings."
 )
 FINISHING_AT_ONCE = 1  # answers saving their outcome together (see Run.finish)
 RUNS: dict[int, Run] = {}  # this process's runs, by entry id
@@ -114,6 +115,15 @@ class Run:
     _syncs: list[str] = field(default_factory=list)
     _searched: tuple[Credential, dict] | None = None  # recorded at the end (services.finish_run)
     _catalogue_due: bool = False
+    report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
+
+    @property
+    def asked(self) -> str:
+        """The model asked for, as the downgrade check compares it: quick mode is answered by
+        `turbo` whatever the model preference says."""
+        options = self.request.options
+        return ANONYMOUS_MODEL if options.mode == "auto" else options.model
 
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
@@ -150,7 +160,7 @@ class Run:
         """Extract the result from the latest snapshot (at most once per snapshot)."""
         if self.snapshot is not None and self.snapshot is not self._extracted:
             self._extracted = self.snapshot
-            self.result = extract(self.snapshot, asked=self.request.options.model)
+            self.result = extract(self.snapshot, asked=self.asked)
             if self.first_text_ms is None and self.result.answer:
                 self.first_text_ms = int((time.monotonic() - self.started) * 1000)
             self.downloads.start(self.result.images)  # generated images: their links expire
@@ -262,19 +272,27 @@ class Run:
                             last_save = now
                             self.save_progress()
                 self._cancel_flush()
-                ended = extract(stream.snapshot, ended=stream.ended, asked=self.request.options.model)
+                ended = extract(stream.snapshot, ended=stream.ended, asked=self.asked)
                 # Words not shown yet go out now, not after the end's database work (which can
                 # queue behind others'). The rest of the end (related questions, the outcome)
                 # goes out with the final update.
                 if self.snapshot is not self._shown and not self.answer.shows(ended.answer):
                     await self.update()
+                self.drift = note_drift(self.entry_id, stream.snapshot)
+                if ended.downgraded:  # a suspicion only: the session itself says (protocol.md 8.4)
+                    ended = replace(ended, downgraded=await signed_out(client, credential))
+                    if ended.downgraded:
+                        await database_sync_to_async(mark_auth_problem)(
+                            credential.account, AuthError(DOWNGRADED)
+                        )
                 self.result = ended
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:
                     self.error = f"{stream.cut} What arrived is kept; retry to get the rest."
+                if format_changed(ended, stream.snapshot):
+                    self.status, self.error = Entry.Status.FAILED, FORMAT_CHANGED
                 if self.result.downgraded:
                     self.error = DOWNGRADED
-                    await database_sync_to_async(mark_auth_problem)(credential.account, AuthError(DOWNGRADED))
                 self._searched = (credential, dict(client.cookies))
         except asyncio.CancelledError:
             self._partial(stream)
@@ -315,7 +333,7 @@ class Run:
 
     def _partial(self, stream) -> None:
         if stream is not None:
-            self.result = extract(stream.snapshot, asked=self.request.options.model)
+            self.result = extract(stream.snapshot, asked=self.asked)
 
     async def finish(self) -> None:
         self.finishing = True  # from here on the run is saving: never cancel it again

@@ -308,6 +308,9 @@ def save_run(run: Run, final: bool) -> None:
     result = run.result or Result(status="running")
     fields = {
         "answer": scrub(result.answer),
+        "report": scrub(result.report),
+        "backend_uuid": result.backend_uuid[:200],  # as soon as they arrive (a restart reconnects)
+        "context_uuid": result.context_uuid[:200],
         "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
         "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
         "heartbeat": timezone.now(),
@@ -322,7 +325,7 @@ def save_run(run: Run, final: bool) -> None:
             related=[scrub(q) for q in result.related],
             model=result.model,
             downgraded=result.downgraded,
-            backend_uuid=result.backend_uuid,
+            drift=run.drift,
             credential=run.credential.kind if run.credential else "",
             done_ms=int((time.monotonic() - run.started) * 1000),
         )

@@ -147,7 +147,7 @@ def _question(step: Any) -> Question | None:
             text=text.strip()[:2000],
             options=tuple(o.strip()[:300] for o in options[:OPTIONS_MAX]),
             skip_seconds=_seconds(holder.get("auto_skip_seconds", step.get("auto_skip_seconds"))),
-            key=str(step.get("uuid") or holder.get("uuid") or "")[:200],
+            key=str(holder.get("uuid") or step.get("uuid") or "")[:200],  # the answer's tool_uuid
         )
     return None
 

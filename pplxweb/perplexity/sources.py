@@ -48,7 +48,9 @@ def web_result(item: Any) -> Source | None:
 
 
 def sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
-    candidates: list[Any] = []
+    """The sources in the order the answer's citation numbers count them: the terminal FINAL
+    step's web results when there are any (protocol.md 8.2), then the blocks' in their order."""
+    candidates: list[Any] = list(as_list(final.get("web_results"))) if final else []
     for usage in snapshot.block_order:
         block = snapshot.blocks[usage]
         if block.kind == "web_result_block" and isinstance(block.doc, dict):
@@ -58,8 +60,6 @@ def sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
         if block.kind == "sources_mode_block" and isinstance(block.doc, dict):
             candidates += as_list(block.doc.get("web_results"))
             candidates += [r.get("web_result") for r in as_list(block.doc.get("rows")) if isinstance(r, dict)]
-    if final:
-        candidates += as_list(final.get("web_results"))
     candidates += as_list(snapshot.top.get("sources_list"))
     seen: set[str] = set()
     sources = []

@@ -42,6 +42,7 @@ COVER = [
     "I've compiled a report on weather nowcasting APIs ",
     "comparing pricing, latency and coverage [1][2].",
 ]
+QUESTION_TOOL = "fake-question-tool-1"
 QUESTION = {
     "question_text": "Which region matters most to you?",
     "options": ["Europe", "North America", "Worldwide"],
@@ -118,9 +119,10 @@ def research_events(
     ]  # fmt: skip
     out: list[dict] = [_head("pplx_alpha"), {"status": "PENDING", "blocks": [_plan(steps[:2])]}]
     if question is not None:
-        ask = {"step_type": "CLARIFYING_QUESTIONS", "uuid": "fake-question-1",
-               "clarifying_questions_content": {"questions": [question], "answers": [],
-                                                "auto_skip_seconds": question.get("auto_skip_seconds", 60)}}  # fmt: skip
+        ask = {"step_type": "RESEARCH_CLARIFYING_QUESTIONS", "uuid": "fake-r-1",
+               "research_clarifying_questions_content": {"uuid": QUESTION_TOOL, "questions": [question], "answers": [],
+                                                         "title": "A question before the research",
+                                                         "auto_skip_seconds": question.get("auto_skip_seconds", 60)}}  # fmt: skip
         out.append({"status": "PENDING", "blocks": [_plan([*steps[:2], ask])]})
     out += [
         {"status": "PENDING", "blocks": [_plan(steps), {"intended_usage": "web_results",

@@ -315,12 +315,49 @@ async def test_auth_failure_marks_the_link(owner, alinked, upstream):
     assert account.status == "needs_attention"
 
 
-async def test_turbo_answering_another_model_warns(owner, alinked, upstream):
+@pytest.fixture
+def fresh_session_checks(monkeypatch):
+    from search import checks
+
+    monkeypatch.setattr(checks, "_checked", {})
+
+
+async def test_turbo_answering_another_model_warns_once_the_session_says_signed_out(
+    owner, alinked, upstream, fresh_session_checks
+):
     serve(upstream, Paced(answer_stream(["x"], model="turbo")))
+    session = upstream.get("/api/auth/session").respond(json={})  # signed out
     joined = "".join(await ask(owner, {"q": "x", "model": "pplx_pro"}, "status-completed"))
-    assert "the linked session may have expired" in joined
+    assert "says the linked session is signed out" in joined
     entry = await Entry.objects.aget()
     assert entry.downgraded and entry.status == "completed"
+    assert session.call_count == 1
+    account = await PerplexityAccount.objects.aget(user=owner)
+    assert account.status == "needs_attention"
+
+
+async def test_turbo_answering_another_model_with_a_live_session_is_no_downgrade(
+    owner, alinked, upstream, fresh_session_checks
+):
+    serve(upstream, Paced(answer_stream(["x"], model="turbo")), Paced(answer_stream(["y"], model="turbo")))
+    session = upstream.get("/api/auth/session").respond(
+        json={"user": {"id": "u1", "email": "o@example.com"}, "expires": "2027-01-01T00:00:00Z"}
+    )
+    joined = "".join(await ask(owner, {"q": "x", "model": "pplx_pro"}, "status-completed"))
+    assert "signed out" not in joined and "anonymous model" not in joined
+    await ask(owner, {"q": "y", "model": "pplx_pro"}, "status-completed")
+    assert session.call_count == 1  # asked once per link per few minutes
+    assert not await Entry.objects.filter(downgraded=True).aexists()
+    account = await PerplexityAccount.objects.aget(user=owner)
+    assert account.status != "needs_attention"
+
+
+async def test_quick_mode_answered_by_turbo_is_normal(owner, alinked, upstream, fresh_session_checks):
+    serve(upstream, Paced(answer_stream(["x"], model="turbo")))
+    session = upstream.get("/api/auth/session").respond(json={})
+    joined = "".join(await ask(owner, {"q": "x", "model": "pplx_pro", "mode": "auto"}, "status-completed"))
+    assert "signed out" not in joined and session.call_count == 0
+    assert not (await Entry.objects.aget()).downgraded
 
 
 async def test_no_link_at_all_says_what_to_do(owner, upstream):

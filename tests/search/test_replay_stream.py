@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS = [
     "status",
     "answer",
+    "report",
     "sources",
     "related",
     "images",
@@ -148,3 +149,30 @@ def test_a_huge_body_without_newlines_fails_with_a_message(tmp_path):
     result = json.loads(replay(str(path)))
     assert result["status"] == "failed"
     assert "larger than 16 MiB" in result["error"]
+
+
+def test_a_research_capture_gives_the_cover_note_and_the_report(tmp_path):
+    from tests.fake_perplexity.streams_2026 import COVER, report_text, research_events
+
+    report = report_text(4_000)
+    path = tmp_path / "research.sse"
+    path.write_bytes(sse(research_events(report, replaces=20)))
+    [line] = replay(str(path)).splitlines()
+    data = json.loads(line)
+    assert data["answer"] == "".join(COVER) and data["report"] == report
+    html = replay(str(path), fmt="html")
+    assert (
+        html.index("compiled a report")
+        < html.index("Executive Summary")
+        < html.index("Nowcasting - Wikipedia")
+    )
+
+
+def test_json_lines_wrapped_as_event_and_data_are_read(tmp_path):
+    path = tmp_path / "wrapped.jsonl"
+    wrapped = [{"event": "message", "data": e} for e in answer_stream(["Hello ", "world"])]
+    wrapped.append({"event": "end_of_stream", "data": {}})
+    path.write_text("".join(json.dumps(w) + "\n" for w in wrapped))
+    [line] = replay(str(path)).splitlines()
+    data = json.loads(line)
+    assert data["status"] == "completed" and data["answer"] == "Hello world" and data["report"] == ""

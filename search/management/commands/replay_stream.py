@@ -2,7 +2,9 @@
 
     python manage.py replay_stream PATH [PATH ...] [--format json|html]
 
-Either framing (server-sent events or JSON Lines), `-` for standard input. Exit 0 when every
+Either framing (server-sent events or JSON Lines, bare or as {"event", "data"}), `-` for
+standard input. The JSON has `answer` (a Deep Research run's cover note) and `report` (its
+report's Markdown, "" when there is none). Exit 0 when every
 file was read, whatever the stream said; exit 2 with one line when a file cannot be read.
 """
 
@@ -18,7 +20,7 @@ from pplxweb.perplexity.errors import ProtocolError
 from pplxweb.perplexity.extract import Result, extract
 from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.sse import StreamParser
-from search.render import render_answer, render_sources
+from search.render import render_answer, render_report, render_sources
 
 CHUNK = 64 * 1024
 
@@ -52,6 +54,7 @@ def as_json(result: Result) -> dict:
     return {
         "status": "truncated" if result.status == "running" else result.status,
         "answer": result.answer,
+        "report": result.report,
         "sources": [s.as_dict() for s in result.sources],
         "related": result.related,
         "images": [
@@ -80,6 +83,8 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"<!-- {path.replace('--', '- -')} -->")
                 self.stdout.write(render_answer(result.answer, result.sources))
+                if result.report:
+                    self.stdout.write(render_report(result.report)[0])
                 self.stdout.write(render_sources(result.sources))
 
     def _read(self, path: str) -> Result:

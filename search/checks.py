@@ -1,0 +1,68 @@
+"""What a run checks at its end: shapes of the stream pplxweb did not know, an answer that came
+out empty although the stream carried blocks, and whether a `turbo` answer really means the
+linked session is signed out (protocol.md 8.4)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from accounts.services import Credential
+from pplxweb.perplexity import drift
+from pplxweb.perplexity.client import PerplexityClient
+from pplxweb.perplexity.errors import AuthError, PerplexityError
+from pplxweb.perplexity.extract import Result
+from pplxweb.perplexity.merge import Snapshot
+
+log = logging.getLogger(__name__)
+FORMAT_CHANGED = "Perplexity's answer format changed; pplxweb may need an update. What arrived is kept."
+SESSION_CHECK_EVERY = 300.0  # seconds between two session checks of one linked account
+_checked: dict[int, tuple[float, bool]] = {}  # account pk -> (when, signed out)
+_noted: set[tuple[str, str]] = set()  # drift already logged by this process
+
+
+def note_drift(entry_id: int, snapshot: Snapshot) -> dict[str, list[str]]:
+    """The unknown shapes of a run's stream; each new one is logged once per process."""
+    shapes = drift.unknown(snapshot)
+    for kind, names in shapes.items():
+        for name in names:
+            if (kind, name) not in _noted:
+                _noted.add((kind, name))
+                log.warning(
+                    "Perplexity sent %s %r, which pplxweb does not know (entry %s)", kind, name, entry_id
+                )
+    return shapes
+
+
+def format_changed(result: Result, snapshot: Snapshot) -> bool:
+    """A completed answer with nothing to show, although the stream carried blocks."""
+    return (
+        result.status == "completed"
+        and not result.answer.strip()
+        and not result.report
+        and not result.images
+        and bool(snapshot.blocks)
+    )
+
+
+async def signed_out(client: PerplexityClient, credential: Credential) -> bool:
+    """Whether Perplexity says the credential's session is signed out, asked at most once per
+    linked account every SESSION_CHECK_EVERY seconds. Anything but a clear "signed out" (a
+    network fault, a challenge) counts as not signed out: nobody is told their link expired on
+    a guess."""
+    if credential.kind == "api_key":
+        return False
+    key = credential.account.pk
+    now = time.monotonic()
+    if key in _checked and now - _checked[key][0] < SESSION_CHECK_EVERY:
+        return _checked[key][1]
+    try:
+        await client.session_info()
+        out = False
+    except AuthError:
+        out = True
+    except PerplexityError as exc:
+        log.warning("checking the session after a turbo answer failed: %s", exc.message)
+        out = False
+    _checked[key] = (now, out)
+    return out
