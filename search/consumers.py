@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from search import runner, services, starts
 from search.display import entry_html, new_entry_fragment
 from search.models import Entry
+from search.render import scrub
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
@@ -71,6 +72,8 @@ class SearchConsumer(AsyncWebsocketConsumer):
             await self.stop(data.get("entry"))
         elif action == "watch":
             await self.watch_thread(data.get("thread"))
+        elif action == "clarify":
+            await self.clarify(data.get("entry"), data.get("answer"), bool(data.get("skip")))
         else:
             await self.search(data)
 
@@ -99,6 +102,20 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return
         if entry.running:
             await runner.stop(entry.pk)
+
+    async def clarify(self, entry_id, answer, skip: bool) -> None:
+        """A research run's clarifying question, answered (the chosen option or the typed text)
+        or skipped."""
+        entry = await self._own_entry(entry_id)
+        if entry is None or not entry.running:
+            await self.error("That answer is no longer waiting for a reply.")
+            return
+        answers = answer if isinstance(answer, list) else [answer]
+        text = next((a.strip() for a in answers if isinstance(a, str) and a.strip()), "")
+        if not text and not skip:
+            await self.error("Choose an option or type an answer (or skip the question).")
+            return
+        await runner.clarify(entry.pk, "" if skip else scrub(text)[:2000])
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)

@@ -153,7 +153,7 @@ def part_keys(run, final: bool = False) -> dict[str, tuple]:
         "meta": (result.downgraded, run.error, final, running or result.model),  # the model shows at the end
         "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
         "report": (len(result.report), hash(result.report[-64:]), running),
-        "question": result.question if running else None,
+        "question": _question(run) if running else None,
     }
 
 
@@ -216,13 +216,19 @@ def _context(run) -> dict:
         "seconds": round(time.monotonic() - run.started, 1),
         "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
         "images": run.downloads.records(),
-        "question": result.question if run.status == Entry.Status.RUNNING else None,
+        "question": _question(run) if run.status == Entry.Status.RUNNING else None,
         "oob": True,
     }
 
 
 def _part(name: str, context: dict) -> str:
     return render_to_string(f"search/{name}_fragment.html", context)
+
+
+def _question(run):
+    """The clarifying question the run waits on, unless it was answered or skipped here."""
+    question = _result(run).question
+    return None if question is None or question.key in run.clarified else question
 
 
 def _report_fragment(run, result: Result) -> str:

@@ -115,6 +115,8 @@ class Run:
     _syncs: list[str] = field(default_factory=list)
     _searched: tuple[Credential, dict] | None = None  # recorded at the end (services.finish_run)
     _catalogue_due: bool = False
+    client: Any = None  # the upstream client while the answer streams (to answer a question)
+    clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
     drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
 
@@ -205,6 +207,8 @@ class Run:
                 return
             if message.get("type") == "run.stop":
                 self.cancel(stop=True)
+            elif message.get("type") == "run.clarify":
+                self.clarify(str(message.get("answer") or ""))
             elif message.get("type") == "run.sync" and message.get("reply_to"):
                 self._syncs.append(message["reply_to"])
                 if self.status != Entry.Status.RUNNING or self.result is None:
@@ -245,6 +249,7 @@ class Run:
                 user_agent=credential.user_agent,
                 account_id=credential.account.account_id,
             ) as client:
+                self.client = client
                 stream = (
                     client.ask_api(self.request, credential.api_key)
                     if credential.kind == "api_key"
@@ -322,6 +327,25 @@ class Run:
             )
         await self.finish()
 
+    def clarify(self, answer: str) -> None:
+        """Answer the clarifying question the run waits on ("" skips it: Perplexity goes on by
+        itself after its countdown, and no client knows a call that skips it sooner)."""
+        question = self.result.question if self.result else None
+        if question is None or question.key in self.clarified:
+            return
+        self.clarified.add(question.key)
+        if answer and self.client is not None:
+            self._clarifying = asyncio.ensure_future(self._send_answer(question, answer))
+        self._trailing = asyncio.ensure_future(self.update())
+
+    async def _send_answer(self, question, answer: str) -> None:
+        try:
+            await self.client.answer_question(question.key, question.text, answer)
+        except PerplexityError as exc:
+            log.warning(
+                "answering the clarifying question of entry %s failed: %s", self.entry_id, exc.message
+            )
+
     async def refresh_catalogue(self) -> None:
         """The model catalogue is refreshed daily, after a search that used a session (the end's
         trip to the database said whether it is due)."""
@@ -376,6 +400,17 @@ def launch(
         run.execute(), name=f"search-{entry.pk}", context=contextvars.Context()
     )
     return run
+
+
+async def clarify(entry_id: int, answer: str) -> None:
+    """Answer (or, with "", skip) a running answer's clarifying question, wherever it runs."""
+    run = RUNS.get(entry_id)
+    if run is not None:
+        run.clarify(answer)
+    else:
+        await get_channel_layer().group_send(
+            control_group(entry_id), {"type": "run.clarify", "answer": answer}
+        )
 
 
 async def stop(entry_id: int) -> None:

@@ -70,3 +70,17 @@ document.addEventListener("click", async (event) => {
     button.textContent = "Copy failed";
   }
 });
+
+// A research run's clarifying question counts down to when Perplexity goes on by itself.
+setInterval(() => {
+  for (const el of document.querySelectorAll(".countdown[data-seconds]")) {
+    const left = Math.max(0, Number(el.dataset.seconds) - 1);
+    el.dataset.seconds = String(left);
+    el.textContent = String(left);
+    if (left === 0) {
+      el.closest(".clarify")?.replaceChildren(Object.assign(document.createElement("p"), {
+        className: "muted small", textContent: "No answer came in time: the research went on by itself.",
+      }));
+    }
+  }
+}, 1000);

@@ -36,6 +36,8 @@ from pplxweb.perplexity.responses import (
 from pplxweb.perplexity.stream import AskStream, Timeouts
 from pplxweb.perplexity.transport import make_transport
 
+TOTP_VERIFY_PATHS = ("/api/auth/totp-challenge/verify", "/api/auth/totp/challenge-verify")
+CLARIFY_PATH = "/rest/sse/handle_perplexity_research_clarifying_answers"
 RETRY_BEFORE_STATUS = (
     httpx.ConnectError,
     httpx.RemoteProtocolError,
@@ -191,12 +193,15 @@ class PerplexityClient:
 
     async def verify_totp(self, challenge: str, code: str) -> str:
         """Answer the authenticator challenge; returns the session token."""
-        response = await self._call(
-            "POST",
-            f"/api/auth/totp-challenge/verify?version={API_VERSION}&source=default",
-            json={"token": challenge, "code": code},
-            headers={"Content-Type": "application/json"},
-        )
+        for path in TOTP_VERIFY_PATHS:  # clients differ on the path (protocol.md 8.6)
+            response = await self._call(
+                "POST",
+                f"{path}?version={API_VERSION}&source=default",
+                json={"token": challenge, "code": code},
+                headers={"Content-Type": "application/json"},
+            )
+            if response.status_code != 404:
+                break
         if is_json(response) and response.status_code < 400:
             body = json_body(response)
             if body.get("error"):
@@ -267,6 +272,23 @@ class PerplexityClient:
         )
         if response.status_code != 404:
             check_response(response)
+
+    async def answer_question(self, tool_uuid: str, question: str, answer: str) -> None:
+        """Answer a research run's clarifying question (reported by one client only, see
+        protocol.md 8.1 and the note in search/live): the run then goes on with it."""
+        response = await self._call(
+            "POST",
+            CLARIFY_PATH,
+            json={
+                "result": {
+                    "tool_uuid": tool_uuid,
+                    "answers": [{"question": question, "answer": answer}],
+                    "submit_type": "USER_SUBMITTED",
+                }
+            },
+            headers={"Content-Type": "application/json"},
+        )
+        check_response(response)
 
     # --- asking --------------------------------------------------------------------------------
 

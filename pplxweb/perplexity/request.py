@@ -38,6 +38,8 @@ SUPPORTED_BLOCKS = [
     "inline_claims",
     "unified_assets",
     "workflow_steps",
+    "prediction_market_widgets",  # the newest clients' list (protocol.md 8.7)
+    "flight_status_widgets",
 ]
 CHROME_UA = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "

@@ -119,6 +119,19 @@ def test_link_with_an_authenticator(owner_client, owner, upstream):
     assert PerplexityAccount.objects.get(user=owner).linked
 
 
+def test_the_authenticator_step_tries_the_second_verify_path_on_404(owner_client, owner, upstream):
+    upstream.post("/api/auth/signin-otp").respond(
+        302, headers={"location": "/auth/totp-challenge?token=CH-1"}
+    )
+    first = upstream.post("/api/auth/totp-challenge/verify").respond(404, text="Not Found")
+    second = upstream.post("/api/auth/totp/challenge-verify").respond(json={"token": TOKEN})
+    assert link(owner_client).status_code == 302
+    assert post(owner_client, verify_totp="1", code="654321").status_code == 302
+    assert first.call_count == 1 and second.call_count == 1
+    assert json.loads(second.calls.last.request.content) == {"token": "CH-1", "code": "654321"}
+    assert PerplexityAccount.objects.get(user=owner).linked
+
+
 @pytest.mark.parametrize(
     ("otp", "sentence"),
     [

@@ -21,7 +21,10 @@ sent with `GET /_requests`:
 - `{"ask": {...}}` for the next asks (web and API): `answer` (chunks) or `fixture` (a file of
   tests/perplexity/fixtures, `.sse`/`.txt` wire captures or `.events.jsonl`), `framing` (`crlf`:
   `event: message` + CRLF + `end_of_stream`, the real one; `lf`: bare `data:` + LF + `[DONE]`,
-  the older synthetic one), `pace` (seconds between events), `model`, `fault` (one of FAULTS).
+  the older synthetic one), `pace` (seconds between events), `model`, `fault` (one of FAULTS),
+  or `stream`: one of the late-2026 streams (`research`, `thinking`, `turbo`, `error_frame`,
+  `empty`; see modern_stream()). A research stream with a `question` holds after it until
+  `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it.
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
@@ -35,6 +38,7 @@ at its own `/_media/...`, which answers with a small PNG (png()), so they can be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import struct
 import time
@@ -43,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+from tests.fake_perplexity import streams_2026
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     api_chunks,
@@ -192,7 +197,7 @@ async def requests_seen(send, request: Request) -> None:
 
 
 async def reset(send, request: Request) -> None:
-    state.update({"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": []})
+    state.update({"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "answered": None})
     await respond(send, 200, {"ok": True})
 
 
@@ -298,11 +303,15 @@ async def refuse(send, fault: str, api: bool) -> None:
 RESET_HERE = b": fake-reset-here\n\n"  # an SSE comment; the relay drops the socket where it sees it
 
 
-async def replay(send, frames: list[bytes], end: bytes, plan: dict, record: dict) -> None:
+async def replay(
+    send, frames: list[bytes], end: bytes, plan: dict, record: dict, hold: int | None = None
+) -> None:
     """Send the frames on an absolute schedule (frame i at i * pace), with the plan's fault.
     A reset is asked of the relay in front (proxy.py) by a response header it acts on. The
     schedule's start goes in the request's record as `schedule_started` (time.monotonic(), one
-    clock for every process on the machine: the benchmark times what came after it)."""
+    clock for every process on the machine: the benchmark times what came after it). After
+    frame `hold` (a clarifying question) it waits for the answer, or the question's own
+    countdown (`question_wait`, default 60 s), as Perplexity does."""
     fault, pace = plan.get("fault", ""), float(plan.get("pace", 0.02))
     headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
     if fault == "reset_before_status":
@@ -322,6 +331,11 @@ async def replay(send, frames: list[bytes], end: bytes, plan: dict, record: dict
         if fault == "malformed" and index == 2:
             await send({"type": "http.response.body", "body": b"data: {not json\r\n\r\n", "more_body": True})
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if index == hold:
+            answered = state["answered"] = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answered.wait(), float(plan.get("question_wait", 60)))
+            started = time.monotonic() - (index + 1) * pace  # the schedule goes on from here
     if fault == "stall":
         await asyncio.sleep(3600)
     if fault == "endless":
@@ -346,10 +360,50 @@ async def ask(send, request: Request) -> None:
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
         if fault in OPEN_ENDED:
             stream = [e for e in stream if str(e.get("status", "")).upper() != "COMPLETED"]
+    elif plan.get("stream"):
+        stream = modern_stream(plan)
+        if fault in OPEN_ENDED:
+            stream = [e for e in stream if str(e.get("status", "")).upper() != "COMPLETED"]
     else:
         answer = plan.get("answer") or DEFAULT_ANSWER
         stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
-    await replay(send, [frame(e, framing) for e in stream], end_frame(framing), plan, request.record)
+    hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
+    frames = [frame(e, framing) for e in stream]
+    await replay(
+        send, frames, b"" if plan.get("stream") == "empty" else end_frame(framing), plan, request.record, hold
+    )
+
+
+def modern_stream(plan: dict) -> list[dict]:
+    """The 2026 streams (streams_2026.py) by name: `research` (with `report_kb`, `replaces`,
+    `question`: true or a question object), `thinking`, `turbo`, `error_frame`, `empty`."""
+    kind = plan["stream"]
+    if kind == "research":
+        question = plan.get("question")
+        question = streams_2026.QUESTION if question is True else question or None
+        report = streams_2026.report_text(int(float(plan.get("report_kb", 15)) * 1000))
+        return streams_2026.research_events(report, int(plan.get("replaces", 40)), question)
+    if kind == "thinking":
+        return streams_2026.thinking_events()
+    if kind == "turbo":
+        return streams_2026.turbo_events(plan.get("answer") or DEFAULT_ANSWER)
+    if kind == "error_frame":
+        return [streams_2026.ERROR_FRAME]
+    return []  # "empty": a 200 with nothing in it
+
+
+async def clarifying_answers(send, request: Request) -> None:
+    """A research run's clarifying question answered (protocol.md 8.1): the held stream goes on."""
+    body = request.json().get("result") or {}
+    if not signed_in(request):
+        await respond(send, 401, {"error": "unauthorized"})
+        return
+    if body.get("tool_uuid") != streams_2026.QUESTION_TOOL or not body.get("answers"):
+        await respond(send, 400, {"error": "bad answer"})
+        return
+    if state.get("answered") is not None:
+        state["answered"].set()
+    await respond(send, 200, {"status": "ok"})
 
 
 async def chat_completions(send, request: Request) -> None:
@@ -420,6 +474,7 @@ ROUTES = {
     ("GET", "/api/auth/session"): session,
     ("GET", "/rest/models/config"): models,
     ("POST", "/rest/sse/perplexity_ask"): ask,
+    ("POST", "/rest/sse/handle_perplexity_research_clarifying_answers"): clarifying_answers,
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
     ("POST", "/chat/completions"): chat_completions,
 }
