@@ -27,6 +27,7 @@ from accounts.forms import (
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
+from pplxweb import doctor
 from pplxweb.net import client_ip
 
 HOUR = timedelta(hours=1)
@@ -124,6 +125,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "member_form": forms.get("member_form") or MemberForm(),
         "members": services.household(user) if _is_owner(user) else [],
         "is_owner": _is_owner(user),
+        "doctor": doctor.last() if _is_owner(user) else None,
         "shared_by_owner": PerplexityAccount.objects.filter(shared=True, user__is_superuser=True)
         .exclude(user=user)
         .exists(),

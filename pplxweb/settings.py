@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "csp",
     "accounts",
     "search",
+    "pplxweb",  # project-level commands (doctor)
 ]
 
 MIDDLEWARE = [

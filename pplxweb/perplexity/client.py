@@ -262,6 +262,15 @@ class PerplexityClient:
             raise ProtocolError("Perplexity's model list has no models in it.")
         return body
 
+    async def models_v2(self) -> dict:
+        """The v2 model table (protocol.md 8.4: the authoritative one; default model per mode)."""
+        response = await self._call("GET", f"/rest/models/config/v2?version={API_VERSION}&source=default")
+        check_response(response)
+        body = json_body(response)
+        if not isinstance(body.get("models"), dict):
+            raise ProtocolError("Perplexity's model table has no models in it.")
+        return body
+
     async def delete_thread(self, entry_uuid: str, read_write_token: str) -> None:
         """Delete a conversation on Perplexity, named by one of its answers (protocol.md 2.7).
         One already gone (404) counts as deleted."""

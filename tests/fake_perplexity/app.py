@@ -50,6 +50,7 @@ from urllib.parse import parse_qs
 from tests.fake_perplexity import streams_2026
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
+    FIXTURES,
     api_chunks,
     end_frame,
     events,
@@ -281,6 +282,14 @@ async def models(send, request: Request) -> None:
                               "config": [{"label": "GPT-5.5", "subscription_tier": "pro", "non_reasoning_model": "gpt55"}]})  # fmt: skip
 
 
+async def models_v2(send, request: Request) -> None:
+    """The v2 table: a real snapshot (escapeWu, 2026-08), trimmed by `{"models_v2": {"drop": [...]}}`."""
+    table = json.loads((FIXTURES / "escapeWu__catalog__model_config_v2.json").read_text())
+    for slug in (state.get("models_v2") or {}).get("drop", []):
+        table["models"].pop(slug, None)
+    await respond(send, 200, table)
+
+
 STATUS_FAULTS = {"401": 401, "403": 403, "429": 429, "400": 400, "500": 500}
 OPEN_ENDED = ("no_completed", "reset_before_status", "reset_mid_stream", "stall", "endless")
 
@@ -473,6 +482,7 @@ ROUTES = {
     ("POST", "/api/auth/totp-challenge/verify"): totp_verify,
     ("GET", "/api/auth/session"): session,
     ("GET", "/rest/models/config"): models,
+    ("GET", "/rest/models/config/v2"): models_v2,
     ("POST", "/rest/sse/perplexity_ask"): ask,
     ("POST", "/rest/sse/handle_perplexity_research_clarifying_answers"): clarifying_answers,
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
