@@ -34,7 +34,20 @@ FAULTS = [
     ("stall", "failed", "Perplexity sent nothing for 2 s; what arrived is kept."),
     ("endless", "failed", "Perplexity took too long to finish this answer; what arrived is kept."),
     ("no_completed", "truncated", "The answer stopped before Perplexity finished it."),
+    # not faults of the connection: what a 200 can carry instead of an answer (protocol.md 8.3)
+    (
+        "stream:error_frame",
+        "failed",
+        "Perplexity could not process this question (it said: Error in processing query)",
+    ),
+    ("stream:empty", "failed", "Perplexity sent nothing for this question (asked twice)."),
 ]
+
+
+def plan_for(fault: str) -> dict:
+    if fault.startswith("stream:"):
+        return {"stream": fault.removeprefix("stream:"), "pace": 0.01}
+    return {"fault": "" if fault.startswith("[") else fault, "pace": 0.01}
 
 
 def page_text(url: str, cookie: str) -> str:
@@ -50,7 +63,7 @@ async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_w
     url = pplxweb_server.replace("http://", "ws://") + "/ws/search/"
     async with connect(url, origin=pplxweb_server, additional_headers={"Cookie": cookie}) as ws:
         for fault, status, sentence in FAULTS:
-            control(fake_perplexity, ask={"fault": "" if fault.startswith("[") else fault, "pace": 0.01})
+            control(fake_perplexity, ask=plan_for(fault))
             await ws.send(json.dumps({"q": f"fault {fault}"}))
             seen = await receive_until(ws, f"status-{status}", timeout=20)
             entry = await Entry.objects.filter(question=f"fault {fault}").aget()
