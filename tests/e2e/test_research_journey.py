@@ -41,7 +41,9 @@ async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_serv
     entry = page.locator("article.entry").first
     # the question, answered in the page
     form = entry.locator(".clarify-form")
-    await expect(entry.locator(".clarify")).to_contain_text("Which region matters most to you?", timeout=15000)
+    await expect(entry.locator(".clarify")).to_contain_text(
+        "Which region matters most to you?", timeout=15000
+    )
     await expect(entry.locator(".countdown")).to_be_visible()
     await form.locator("label", has_text="Europe").click()
     await form.locator("button[type=submit]").click()
