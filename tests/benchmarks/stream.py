@@ -1,10 +1,12 @@
-"""Benchmark: parse + merge a built answer stream of 20,000 events, then 5x that.
+"""Benchmark: parse + merge a built answer stream of 20,000 events, then 5x that; and a Deep
+Research stream whose 15 KB report grows by 1,000 whole replaces, then 2,000.
 
     make bench        (or: .venv/bin/python -m tests.benchmarks.stream [EVENTS])
 
 Prints events per second and peak traced memory for each size, and the time ratio; per-event
-work must not grow with the answer so far, so 5x the events should cost at most ~6x the time.
-Not a test: it only prints figures.
+work must not grow with the answer so far, so 5x the events should cost at most ~6x the time,
+and 2x the report's replaces (at the same report size) at most 2.2x. Not a test: it only prints
+figures.
 """
 
 from __future__ import annotations
@@ -80,6 +82,29 @@ def measure(events: int) -> tuple[int, float, float, int]:
     return count, best, peak / 1e6, len(answer)
 
 
+def research_body(replaces: int, size: int = 15_000) -> bytes:
+    from tests.fake_perplexity.streams_2026 import report_text, research_events
+
+    events = research_events(report_text(size), replaces=replaces)
+    body = "".join(f"event: message\r\ndata: {json.dumps(e)}\r\n\r\n" for e in events)
+    return (body + "event: end_of_stream\r\ndata: {}\r\n\r\n").encode()
+
+
+def measure_research(replaces: int) -> tuple[int, float, float, float, int]:
+    body = research_body(replaces)
+    best = float("inf")
+    for _ in range(5):  # CPU time, best of five: a shared machine's load moves wall time a lot
+        started = time.process_time()
+        count, snapshot = replay(body)
+        best = min(best, time.process_time() - started)
+    report = extract(snapshot, ended=True).report
+    tracemalloc.start()
+    replay(body)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return count, len(body) / 1e6, best, peak / 1e6, len(report)
+
+
 def main() -> None:
     base = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
     print(f"{'events':>8} {'seconds':>8} {'events/s':>10} {'peak MB':>8} {'answer KB':>10}")
@@ -89,6 +114,16 @@ def main() -> None:
         times[n] = seconds
         print(f"{count:>8} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {answer / 1024:>10.0f}")
     print(f"5x the events took {times[base * 5] / times[base]:.2f}x the time (target: at most 6x)")
+    print()
+    print(f"{'replaces':>8} {'MB':>6} {'seconds':>8} {'events/s':>10} {'peak MB':>8} {'report KB':>10}")
+    times = {}
+    for replaces in (1000, 2000):
+        count, mb, seconds, peak, report = measure_research(replaces)
+        times[replaces] = seconds
+        print(
+            f"{replaces:>8} {mb:>6.1f} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {report / 1000:>10.1f}"
+        )
+    print(f"2x the report's replaces took {times[2000] / times[1000]:.2f}x the time (target: at most 2.2x)")
 
 
 if __name__ == "__main__":

@@ -117,3 +117,14 @@ async def test_an_unknown_answer_format_fails_instead_of_saving_a_blank_answer(o
         "kinds": ["novel_block"],
         "fields": ["brand_new_field"],
     }
+
+
+async def test_the_terminal_answer_corrects_the_page_and_the_saved_answer(owner, alinked, upstream):
+    serve(upstream, Paced(s26.thinking_events(), pause=0.05))
+    messages = await ask(owner, {"q": "sourdough"}, "status-completed")
+    streamed = next(i for i, m in enumerate(messages) if "most bakers agree" in m)
+    corrected = [m for m in messages[streamed + 1 :] if "-answer" in m and "hx-swap-oob" in m]
+    assert corrected and "most bakers agree" not in corrected[-1]  # the whole answer again, as it ended
+    entry = await Entry.objects.aget()
+    assert entry.answer == s26.THINKING_FINAL and len(entry.sources) == 9
+    assert entry.related == ["How long should sourdough proof?"]
