@@ -568,3 +568,20 @@ async def test_api_key_refused():
         async with client() as c:
             with pytest.raises(AuthError):
                 await collect(c.ask_api(AskRequest("q"), "pplx-bad"))
+
+
+async def test_a_huge_report_is_kept_up_to_its_limit_with_a_note(mock):
+    from pplxweb.perplexity.research import REPORT_LIMIT
+    from tests.fake_perplexity.streams_2026 import _asset, report_text, research_events
+
+    events = research_events(report_text(2_000), replaces=4)
+    huge = "# Huge\n\n" + "x" * (20 * 1024 * 1024)  # 20 MB, in one frame
+    events[-1]["text"] = json.dumps([{"step_type": "RESEARCH_ANSWER", "assets": [_asset(huge, True)]}])
+    ask_route(mock, content=sse(events), headers=SSE)
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert result.status == "completed"
+    assert result.report.startswith("# Huge") and len(result.report) < REPORT_LIMIT + 200
+    assert "longer than pplxweb keeps" in result.report

@@ -569,3 +569,21 @@ def test_history_is_in_the_order_things_were_asked_and_pages_lose_nothing(owner_
         *(f"same moment {i}" for i in (4, 3, 2, 1, 0)),
         "asked three days ago, imported since",
     ]
+
+
+def test_a_research_report_is_exported_found_and_imported_back(owner, member, owner_client):
+    from search import export, history, imports
+
+    entry = make(owner, "nowcasting", answer="I've compiled a report.")
+    Entry.objects.filter(pk=entry.pk).update(
+        report="# Nowcasting\n\n## Radar\n\nEchoes extrapolated minute by minute."
+    )
+    entry.refresh_from_db()
+    markdown = export.thread_markdown(entry.thread)
+    assert "### Research report" in markdown and "#### Nowcasting" in markdown and "##### Radar" in markdown
+    assert [e.pk for e, _, _ in history.search(owner, history.Filters(text="extrapolated"))] == [entry.pk]
+    raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
+    assert imports.import_history(member, raw) == (1, 0)
+    copy = Entry.objects.get(user=member)
+    assert copy.report == entry.report and copy.answer == entry.answer
+    assert [e.pk for e, _, _ in history.search(member, history.Filters(text="extrapolated"))] == [copy.pk]
