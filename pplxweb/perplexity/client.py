@@ -9,6 +9,7 @@ never as a bearer (protocol.md 1.5).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -21,6 +22,7 @@ from pplxweb.perplexity.errors import (
     ChallengeError,
     NetworkError,
     ProtocolError,
+    RunGone,
     SignInError,
 )
 from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
@@ -38,6 +40,7 @@ from pplxweb.perplexity.transport import make_transport
 
 TOTP_VERIFY_PATHS = ("/api/auth/totp-challenge/verify", "/api/auth/totp/challenge-verify")
 CLARIFY_PATH = "/rest/sse/handle_perplexity_research_clarifying_answers"
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")  # a backend_uuid, as it goes into the rejoin's path
 RETRY_BEFORE_STATUS = (
     httpx.ConnectError,
     httpx.RemoteProtocolError,
@@ -323,6 +326,29 @@ class PerplexityClient:
         )
         return await self._open_stream(http_request)
 
+    def rejoin(self, request: AskRequest, backend_uuid: str) -> AskStream:
+        """Rejoin a run Perplexity goes on with after pplxweb lost its stream (a restart, a
+        dropped socket; protocol.md 8.5): one whole snapshot, then the usual patches."""
+        return AskStream(self, request, rejoin=backend_uuid)
+
+    async def _open_rejoin(self, backend_uuid: str, gap: float) -> httpx.Response:
+        if not RUN_ID.fullmatch(backend_uuid):
+            raise RunGone()
+        token = jar.session_token(self.cookies)
+        cookies = jar.with_session(self.cookies, token) if token else dict(self.cookies)
+        headers = self._headers({"Content-Type": "application/json", "Accept": "text/event-stream"})
+        headers["Cookie"] = jar.header(cookies)
+        if self.account_id:
+            headers["x-pplx-account"] = self.account_id
+        http_request = self._http.build_request(
+            "POST",
+            f"{self.base_url}/rest/sse/perplexity_ask/reconnect/{backend_uuid}",
+            headers=headers,
+            content=b'{"reconnectInitialSnapshot": true}',
+            timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
+        )
+        return await self._open_stream(http_request, rejoin=True)
+
     async def _open_api(self, request: AskRequest, api_key: str, gap: float) -> httpx.Response:
         http_request = self._http.build_request(
             "POST",
@@ -340,7 +366,7 @@ class PerplexityClient:
         except AuthError:
             raise AuthError("Perplexity did not accept the API key. Check it in Settings.") from None
 
-    async def _open_stream(self, http_request: httpx.Request) -> httpx.Response:
+    async def _open_stream(self, http_request: httpx.Request, rejoin: bool = False) -> httpx.Response:
         response = await self._send(http_request)
         content_type = response.headers.get("content-type", "").lower()
         if response.status_code >= 300 or "text/html" in content_type:
@@ -348,6 +374,8 @@ class PerplexityClient:
                 await read_limited(response)
             finally:
                 await response.aclose()
+            if rejoin and response.status_code in (403, 404) and response.content.strip() in (b"{}", b""):
+                raise RunGone()
             check_response(response)
             raise (
                 ChallengeError()

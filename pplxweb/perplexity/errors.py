@@ -28,6 +28,15 @@ class ChallengeError(PerplexityError):
     link_status = "blocked"
 
 
+class RunGone(PerplexityError):
+    """A rejoin answered 403 `{}`: Perplexity no longer has the run (protocol.md 8.5)."""
+
+    message = (
+        "Perplexity no longer has this answer's run (its conversation was deleted there); "
+        "what had arrived is kept."
+    )
+
+
 class RateLimited(PerplexityError):
     def __init__(self, retry_after: int | None = None, message: str | None = None) -> None:
         self.retry_after = retry_after

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from pplxweb.perplexity.errors import ProtocolError, Timeout
+from pplxweb.perplexity.errors import PerplexityError, ProtocolError, Timeout
 from pplxweb.perplexity.extract import processing_error
 from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.request import AskRequest
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from pplxweb.perplexity.client import PerplexityClient
 
 NOTHING_SENT = "Perplexity sent nothing for this question (asked twice). Try again in a moment."
+NOTHING_ON_REJOIN = "Perplexity sent nothing when pplxweb rejoined this answer; what had arrived is kept."
+OTHER_RUN = "Perplexity answered the rejoin with another answer's run; what had arrived is kept."
+DROPPED = "The connection to Perplexity dropped mid-answer."
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,12 @@ class AskStream:
     call aclose()) to close it at once.
     """
 
-    def __init__(self, client: PerplexityClient, request: AskRequest, api_key: str = "") -> None:
+    def __init__(
+        self, client: PerplexityClient, request: AskRequest, api_key: str = "", rejoin: str = ""
+    ) -> None:
         self._client, self._request, self._api_key = client, request, api_key
+        self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (protocol.md 8.5)
+        self.rejoined = False
         self.snapshot = Snapshot()
         self.ended = False
         self.cut = ""
@@ -84,22 +92,55 @@ class AskStream:
         gap = limits.research_read_gap if research else limits.read_gap
         try:
             async with asyncio.timeout(limits.research_overall if research else limits.overall):
-                for attempt in (1, 2):
-                    inner = self._read(gap)
-                    try:
-                        async for snapshot in inner:
-                            yield snapshot
-                    finally:
-                        await inner.aclose()  # a generator left early is not closed by itself
-                    if attempt == 1 and self._nothing_came():
-                        self.retried = True  # asked again once, as a socket dropped before any answer is
-                        self.snapshot, self.ended, self.cut = Snapshot(), False, ""
-                        continue
-                    break
+                async with aclosing(self._attempts(gap)) as attempts:
+                    async for snapshot in attempts:
+                        yield snapshot
         except TimeoutError:
             raise Timeout("Perplexity took too long to finish this answer; what arrived is kept.") from None
         if self.ended and not self.saw_bytes:
-            raise ProtocolError(NOTHING_SENT)
+            raise ProtocolError(NOTHING_ON_REJOIN if self.rejoin else NOTHING_SENT)
+
+    async def _attempts(self, gap: float) -> AsyncIterator[Snapshot]:
+        """The answer's stream; an empty one or a bare error frame is asked again once, and a
+        connection dropped mid-answer is rejoined once (protocol.md 8.5) before the answer is
+        called cut short."""
+        async with aclosing(self._read(gap)) as attempt:  # a generator left early is not closed by itself
+            async for snapshot in attempt:
+                yield snapshot
+        if not self.rejoin and self._nothing_came():
+            self.retried = True  # asked again once, as a socket dropped before any answer is
+            self.snapshot, self.ended, self.cut = Snapshot(), False, ""
+            async with aclosing(self._read(gap)) as attempt:
+                async for snapshot in attempt:
+                    yield snapshot
+        if not self._dropped():
+            return
+        kept, cut = self.snapshot, self.cut
+        self.rejoin, self.rejoined = str(kept.top.get("backend_uuid")), True
+        self.snapshot, self.ended, self.cut = Snapshot(), False, ""  # the rejoin's first frame is whole
+        try:
+            async with aclosing(self._read(gap)) as attempt:
+                async for snapshot in attempt:
+                    yield snapshot
+            if not self.saw_bytes:
+                raise ProtocolError(NOTHING_ON_REJOIN)
+        except PerplexityError as exc:
+            if self.snapshot.events:
+                raise
+            self.snapshot, self.ended, self.saw_bytes = kept, True, True
+            self.cut = f"{cut} Rejoining it failed: {exc.message}"
+
+    def _dropped(self) -> bool:
+        """The connection dropped mid-answer, and the run can be rejoined."""
+        return (
+            self.ended
+            and self.cut == DROPPED
+            and not self.rejoined
+            and not self._api_key
+            and not self.snapshot.completed
+            and isinstance(self.snapshot.top.get("backend_uuid"), str)
+            and bool(self.snapshot.top["backend_uuid"])
+        )
 
     def _nothing_came(self) -> bool:
         """An answer stream that ended with nothing in it, or with only a bare error frame
@@ -112,6 +153,8 @@ class AskStream:
         client = self._client
         if self._api_key:
             response = await client._open_api(self._request, self._api_key, gap)
+        elif self.rejoin:
+            response = await client._open_rejoin(self.rejoin, gap)
         else:
             response = await client._open_ask(self._request, gap)
         parser = StreamParser()
@@ -136,7 +179,7 @@ class AskStream:
                         f"Perplexity sent nothing for {int(gap)} s; what arrived is kept."
                     ) from None
                 except (httpx.ReadError, httpx.RemoteProtocolError):
-                    self.ended, self.cut = True, "The connection to Perplexity dropped mid-answer."
+                    self.ended, self.cut = True, DROPPED
                     return
                 if self.first_byte is None:
                     self.first_byte = time.monotonic()
@@ -168,8 +211,11 @@ class AskStream:
         snapshot = self.snapshot
         for event in events:
             data = to_event(event.data) if to_event else event.data
-            if data is not None:
-                snapshot = merge(snapshot, data)
+            if data is None:
+                continue
+            if self.rejoin and data.get("backend_uuid") not in (None, self.rejoin):
+                raise ProtocolError(OTHER_RUN)
+            snapshot = merge(snapshot, data)
         changed = snapshot is not self.snapshot
         self.snapshot = snapshot
         return changed

@@ -17,6 +17,7 @@ from pplxweb.perplexity.errors import (
     ProtocolError,
     RateLimited,
     RequestRejected,
+    RunGone,
     SignInError,
     Timeout,
     UpstreamError,
@@ -411,12 +412,97 @@ async def test_a_connection_dropped_mid_answer_keeps_the_partial_answer(mock):
             200, headers=SSE, stream=PacedBody([body], then=httpx.RemoteProtocolError("peer closed"))
         )
     )
+    rejoin = mock.post("/rest/sse/perplexity_ask/reconnect/b-1").respond(403, json={})
     async with client() as c:
         stream = c.ask(AskRequest("q"))
         await collect(stream)
     result = extract(stream.snapshot, ended=stream.ended)
     assert result.status == "truncated" and result.answer == "Hello wor"
-    assert "dropped" in stream.cut
+    assert "dropped" in stream.cut and "no longer has this answer's run" in stream.cut
+    assert rejoin.call_count == 1 and json.loads(rejoin.calls.last.request.content) == {
+        "reconnectInitialSnapshot": True
+    }
+
+
+def whole(events: list[dict], upto: int) -> dict:
+    """What a rejoin's first frame is: the run so far as one snapshot, its blocks whole."""
+    from pplxweb.perplexity.merge import merge_all
+
+    snapshot = merge_all(events[:upto])
+    text = snapshot.markdown("ask_text") or ""
+    top = {k: v for k, v in snapshot.top.items() if k != "blocks"}
+    blocks = [
+        {"intended_usage": u, b.kind: b.doc} for u, b in snapshot.blocks.items() if b.kind != "markdown_block"
+    ]
+    blocks.append(
+        {"intended_usage": "ask_text", "markdown_block": {"chunks": [text], "chunk_starting_offset": 0}}
+    )
+    return {**top, "status": "PENDING", "blocks": blocks}
+
+
+async def test_a_connection_dropped_mid_answer_is_rejoined_once_and_ends_whole(mock):
+    events = answer_stream(["Hello ", "wor", "ld"], complete=True)
+    body = sse(events[:4], end=False)
+    ask_route(mock).mock(
+        return_value=httpx.Response(200, headers=SSE, stream=PacedBody([body], then=httpx.ReadError("reset")))
+    )
+    rest = [whole(events, 5), *events[5:]]
+    for event in rest[1:]:  # the rest of the chunks, as the run goes on (one text chunk now)
+        for block in event.get("blocks", []):
+            if "markdown_block" in block and "chunk_starting_offset" in block["markdown_block"]:
+                block["markdown_block"]["chunk_starting_offset"] = 1
+    rejoin = mock.post("/rest/sse/perplexity_ask/reconnect/b-1").respond(headers=SSE, content=sse(rest))
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert rejoin.call_count == 1 and stream.rejoined
+    assert result.status == "completed" and result.answer == "Hello world" and stream.cut == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "sentence"),
+    [
+        (httpx.Response(200, headers={"content-type": "text/html"}, text="<html>hi</html>"), "web page"),
+        (httpx.Response(200, headers=SSE, content=b""), "sent nothing when pplxweb rejoined"),
+        (
+            httpx.Response(
+                200, headers=SSE, content=sse([{"backend_uuid": "someone-else", "status": "PENDING"}])
+            ),
+            "another answer's run",
+        ),
+        (httpx.ConnectError("refused"), "could not reach Perplexity"),
+    ],
+)
+async def test_a_rejoin_that_goes_wrong_keeps_what_arrived_with_a_sentence(mock, reply, sentence):
+    events = answer_stream(["Hello ", "wor", "ld"], complete=False)
+    body = sse(events[:4], end=False)
+    ask_route(mock).mock(
+        return_value=httpx.Response(200, headers=SSE, stream=PacedBody([body], then=httpx.ReadError("reset")))
+    )
+    route = mock.post("/rest/sse/perplexity_ask/reconnect/b-1")
+    route.mock(side_effect=[reply, reply]) if isinstance(reply, Exception) else route.mock(return_value=reply)
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert result.status == "truncated" and result.answer == "Hello wor"
+    assert "dropped" in stream.cut and sentence in stream.cut
+
+
+async def test_rejoining_a_finished_run_gives_its_one_completed_frame(mock):
+    events = answer_stream(["Hello ", "world"])
+    final = whole(events, len(events))
+    final.update(status="COMPLETED", final=True, final_sse_message=True)
+    mock.post("/rest/sse/perplexity_ask/reconnect/b-1").respond(headers=SSE, content=sse([final]))
+    async with client() as c:
+        stream = c.rejoin(AskRequest("q"), "b-1")
+        await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert result.status == "completed" and result.answer == "Hello world"
+    with pytest.raises(RunGone):
+        async with client() as c:
+            await collect(c.rejoin(AskRequest("q"), "../../etc"))
 
 
 async def test_a_stall_is_a_timeout_and_the_partial_answer_stays(mock):
