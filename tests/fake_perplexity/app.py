@@ -24,7 +24,9 @@ sent with `GET /_requests`:
   the older synthetic one), `pace` (seconds between events), `model`, `fault` (one of FAULTS),
   or `stream`: one of the late-2026 streams (`research`, `thinking`, `turbo`, `error_frame`,
   `empty`; see modern_stream()). A research stream with a `question` holds after it until
-  `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it.
+  `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
+  goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
+  rejoins it (the `rejoin_gone` fault answers 403 `{}`).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
@@ -77,7 +79,7 @@ FAULTS = (
     "endless",
     "no_completed",
 )
-state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": []}
+state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "runs": {}}
 
 
 @dataclass
@@ -127,6 +129,8 @@ async def application(scope, receive, send) -> None:
         await respond(send, 200, headers=[(b"content-type", b"image/png")], raw=png(), kind=b"image/png")
         return
     handler = ROUTES.get((request.method, request.path), not_found)
+    if request.method == "POST" and request.path.startswith("/rest/sse/perplexity_ask/reconnect/"):
+        handler = rejoin
     await handler(send, request)
 
 
@@ -198,7 +202,9 @@ async def requests_seen(send, request: Request) -> None:
 
 
 async def reset(send, request: Request) -> None:
-    state.update({"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "answered": None})
+    state.update(
+        {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "answered": None, "runs": {}}
+    )
     await respond(send, 200, {"ok": True})
 
 
@@ -376,11 +382,63 @@ async def ask(send, request: Request) -> None:
     else:
         answer = plan.get("answer") or DEFAULT_ANSWER
         stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
+        remember_run(stream, float(plan.get("pace", 0.02)))
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
     await replay(
         send, frames, b"" if plan.get("stream") == "empty" else end_frame(framing), plan, request.record, hold
     )
+
+
+def remember_run(stream: list[dict], pace: float) -> None:
+    """A built answer goes on "on Perplexity's side" whatever happens to the connection that
+    asked it (protocol.md 8.5): it gets its own backend_uuid, and a rejoin sends it as far as its
+    schedule has come."""
+    runs = state.setdefault("runs", {})
+    uuid = f"fake-run-{len(runs) + 1}"
+    stream[0]["backend_uuid"] = uuid
+    runs[uuid] = {"events": stream, "started": time.monotonic(), "pace": pace}
+
+
+def whole(events: list[dict]) -> dict:
+    """The events so far as one frame, every block whole (what a rejoin sends first)."""
+    top: dict = {}
+    blocks: dict[str, dict] = {}
+    chunks: dict[str, list[str]] = {}
+    for event in events:
+        top.update({k: v for k, v in event.items() if k != "blocks"})
+        for block in event.get("blocks", []):
+            usage, markdown = block["intended_usage"], block.get("markdown_block")
+            if markdown and "chunk_starting_offset" in markdown:
+                kept = chunks.setdefault(usage, [])
+                del kept[markdown["chunk_starting_offset"] :]
+                kept.extend(markdown["chunks"])
+            else:
+                blocks[usage] = block
+    for usage, kept in chunks.items():
+        blocks[usage] = {
+            "intended_usage": usage,
+            "markdown_block": {"chunks": kept, "chunk_starting_offset": 0},
+        }
+    return {**top, "blocks": list(blocks.values())}
+
+
+async def rejoin(send, request: Request) -> None:
+    """POST /rest/sse/perplexity_ask/reconnect/<backend_uuid>: the run so far as one frame, then
+    the rest on its schedule; a finished run is one COMPLETED frame; an unknown one (or with the
+    `rejoin_gone` fault) is 403 `{}`, as Perplexity answers for a deleted thread."""
+    uuid = request.path.rsplit("/", 1)[-1]
+    run = (state.get("runs") or {}).get(uuid)
+    if not signed_in(request):
+        await respond(send, 401, {"error": "unauthorized"})
+        return
+    if run is None or (state.get("ask") or {}).get("fault") == "rejoin_gone":
+        await respond(send, 403, {})
+        return
+    stream, pace = run["events"], run["pace"]
+    done = min(len(stream), int((time.monotonic() - run["started"]) / pace) if pace else len(stream))
+    frames = [frame(whole(stream[: max(done, 1)]))] + [frame(e) for e in stream[max(done, 1) :]]
+    await replay(send, frames, end_frame(), {"pace": pace}, request.record)
 
 
 def modern_stream(plan: dict) -> list[dict]:

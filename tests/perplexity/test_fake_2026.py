@@ -13,7 +13,7 @@ import pytest
 
 from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.client import PerplexityClient
-from pplxweb.perplexity.errors import ProtocolError
+from pplxweb.perplexity.errors import ProtocolError, RunGone
 from pplxweb.perplexity.extract import ANSWER_USAGES, extract
 from pplxweb.perplexity.request import AskOptions, AskRequest
 from tests.fake_perplexity import app as fake
@@ -123,3 +123,24 @@ async def test_the_block_that_carries_the_answer_in_each_mode(plan, options, car
     assert {"workflow_steps", "unified_assets", "prediction_market_widgets", "flight_status_widgets"} <= set(
         sent
     )
+
+
+async def test_a_run_is_rejoined_from_the_fake_finished_or_gone():
+    fake.state["ask"] = {"pace": 0.01, "answer": ["Hello ", "rejoined ", "world"]}
+    async with client() as c:
+        stream = c.ask(AskRequest("q"))
+        async with stream:
+            async for _ in stream:
+                pass
+        uuid = extract(stream.snapshot).backend_uuid
+        assert uuid.startswith("fake-run-")
+        rejoined = c.rejoin(AskRequest("q"), uuid)
+        async with rejoined:
+            async for _ in rejoined:
+                pass
+        result = extract(rejoined.snapshot, ended=rejoined.ended)
+        assert result.status == "completed" and result.answer == "Hello rejoined world"
+        with pytest.raises(RunGone):
+            async with c.rejoin(AskRequest("q"), "fake-run-999") as gone:
+                async for _ in gone:
+                    pass
