@@ -73,6 +73,28 @@ class SignInView(auth_views.LoginView):
         return super().form_valid(form)
 
 
+@method_decorator(sensitive_post_parameters(), name="dispatch")
+class PasswordView(auth_views.PasswordChangeView):
+    """Django's password change, with the sign-in's limit per person: the old-password field
+    must not be a way around it for someone holding an open session."""
+
+    template_name = "accounts/password.html"
+    success_url = "/settings/"
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        verdict = ratelimit.take("password-user", str(request.user.pk), settings.LOGIN_RATE_PER_USER, HOUR)
+        if not verdict.allowed:
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, f"Too many password attempts. Try again {verdict.wait_text}.")
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form) -> HttpResponse:
+        ratelimit.reset("password-user", str(self.request.user.pk))
+        return super().form_valid(form)
+
+
 @login_not_required
 @sensitive_post_parameters("password1", "password2", "setup_code")
 @require_http_methods(["GET", "POST"])
