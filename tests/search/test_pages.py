@@ -111,7 +111,9 @@ async def test_runs_that_died_are_marked_interrupted(owner):
 
 async def test_home_prefills_q_and_asks_only_through_the_socket(owner):
     client = await client_for(owner)
-    response = await client.get(reverse("search:home"), {"q": "from the address bar"})
+    response = await client.get(
+        reverse("search:home"), {"q": "from the address bar"}, headers={"Sec-Fetch-Site": "none"}
+    )
     page = response.content.decode()
     assert "from the address bar" in page and 'data-autoask="1"' in page
     assert not await Entry.objects.aexists()  # a GET never spends a search
