@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from search import runner, services, starts
 from search.display import entry_html, new_entry_fragment
 from search.models import Entry
+from search.saving import clean
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
@@ -34,7 +35,9 @@ def _as_querydict(data: dict) -> QueryDict:
         if key == "HEADERS":
             continue
         values = value if isinstance(value, list) else [value]
-        query.setlist(key, [v if isinstance(v, str) else json.dumps(v) for v in values if v is not None])
+        # JSON can carry NUL and lone surrogates, which no database stores: gone before the form
+        texts = [v if isinstance(v, str) else json.dumps(v) for v in values if v is not None]
+        query.setlist(key, [clean(text) for text in texts])
     return query
 
 
