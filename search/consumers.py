@@ -16,7 +16,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
-from search import runner, services, starts
+from search import liveness, runner, services, starts
 from search.display import entry_html, new_entry_fragment
 from search.models import Entry
 from search.saving import clean
@@ -49,12 +49,16 @@ class SearchConsumer(AsyncWebsocketConsumer):
             return
         self.user = user
         self.watching: set[int] = set()
+        liveness.sockets += 1
+        liveness.keep_watch(runner.RUNS)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         if query.get("thread", "").isdigit():
             await self.watch_thread(int(query["thread"]))
 
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "watching"):
+            liveness.sockets -= 1
         for entry_id in getattr(self, "watching", ()):
             await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
@@ -121,7 +125,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
             thread = services.thread_for(self.user, int(thread_id))
         except (Http404, TypeError, ValueError):
             return None
-        services.sweep_interrupted()
+        liveness.sweep_interrupted()
         return list(thread.entries.filter(status=Entry.Status.RUNNING))
 
     async def _own_entry(self, entry_id) -> Entry | None:

@@ -26,7 +26,7 @@ from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import fragments, images, services
+from search import fragments, images, liveness, services
 from search.fragments import AnswerStream
 from search.models import Entry
 
@@ -352,12 +352,20 @@ def launch(
     """Start the run for a saved entry as a task of this process's event loop."""
     run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
     RUNS[entry.pk] = run
+    liveness.keep_watch(RUNS)  # its row is swept if the run dies without saving its end
     # A fresh context: the request or socket that started the run may end first, and with it
     # the executor asgiref would otherwise use for this task's database calls.
     run.main = asyncio.get_running_loop().create_task(
         run.execute(), name=f"search-{entry.pk}", context=contextvars.Context()
     )
+    run.main.add_done_callback(_ended)
     return run
+
+
+def _ended(task: asyncio.Task) -> None:
+    """A run whose end itself failed (its row is swept by search.liveness): said in the log."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
 
 
 async def stop(entry_id: int) -> None:

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from search import images, runner, services
+from search import images, liveness, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
@@ -111,7 +111,7 @@ def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
 
 
 def _thread_context(user, thread: Thread) -> dict:
-    services.sweep_interrupted()
+    liveness.sweep_interrupted()
     entries = list(thread.entries.all())
     return {
         "thread": thread,
