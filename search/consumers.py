@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db.models import Q
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from search import liveness, runner, services, starts
 from search.display import entry_html, new_entry_fragment
@@ -23,6 +26,7 @@ from search.saving import clean
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
+JUST_ENDED = timedelta(seconds=30)
 try:  # daphne's websocket library: a send after the browser began closing raises this
     from autobahn.exception import Disconnected as SocketClosing
 except ImportError:  # another ASGI server
@@ -113,6 +117,9 @@ class SearchConsumer(AsyncWebsocketConsumer):
             await self.error("That conversation was not found.")
             return
         for entry in entries:
+            if not entry.running:  # it ended between the page's render and this socket
+                await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
+                continue
             await self.follow(entry.pk)
             # what the database has now, then the run (wherever it is) sends its full state
             await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
@@ -126,7 +133,9 @@ class SearchConsumer(AsyncWebsocketConsumer):
         except (Http404, TypeError, ValueError):
             return None
         liveness.sweep_interrupted()
-        return list(thread.entries.filter(status=Entry.Status.RUNNING))
+        # the running ones, and those that ended a moment ago: the page may show them running
+        just_ended = timezone.now() - JUST_ENDED
+        return list(thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended)))
 
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
