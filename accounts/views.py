@@ -27,6 +27,7 @@ from accounts.forms import (
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
+from pplxweb import sockets
 from pplxweb.net import client_ip
 
 HOUR = timedelta(hours=1)
@@ -92,7 +93,10 @@ class PasswordView(auth_views.PasswordChangeView):
 
     def form_valid(self, form) -> HttpResponse:
         ratelimit.reset("password-user", str(self.request.user.pk))
-        return super().form_valid(form)
+        old_key = self.request.session.session_key
+        response = super().form_valid(form)  # this session stays signed in (a new key); the others end
+        sockets.tell(self.request.user.pk, renamed=(old_key, self.request.session.session_key))
+        return response
 
 
 @login_not_required
@@ -235,6 +239,7 @@ def _panel_action(user, action: str, post) -> str:
         return f"Connection works: signed in as {account.email or 'your account'}."
     if action == "unlink":
         services.unlink(user)
+        sockets.tell(user.pk, "unlinked")
         return "Unlinked. The session and its cookies are erased."
     if action == "cancel":
         LinkAttempt.objects.filter(user=user).delete()
