@@ -26,7 +26,7 @@ from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import fragments, images, liveness, services
+from search import fragments, images, liveness, services, terminate
 from search.fragments import AnswerStream
 from search.models import Entry
 
@@ -284,6 +284,7 @@ class Run:
                 await self.finish()
                 raise
             self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
+            terminate.after_stop(self)  # and Perplexity stops too (in the background, bounded)
         except NoCredential as exc:
             self.status, self.error = Entry.Status.FAILED, exc.message
         except DecryptionError as exc:  # a server misconfiguration: the owner's words go to the log

@@ -291,6 +291,7 @@ def save_run(run: Run, final: bool) -> None:
             model=result.model,
             downgraded=result.downgraded,
             backend_uuid=result.backend_uuid,
+            context_uuid=result.context_uuid,  # for terminate (search.terminate)
             credential=run.credential.kind if run.credential else "",
             done_ms=int((time.monotonic() - run.started) * 1000),
         )
