@@ -11,13 +11,7 @@ urlpatterns = [
     path("setup/", views.setup, name="setup"),
     path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path(
-        "accounts/password/",
-        auth_views.PasswordChangeView.as_view(
-            template_name="accounts/password.html", success_url="/settings/"
-        ),
-        name="password",
-    ),
+    path("accounts/password/", views.PasswordView.as_view(), name="password"),
     path("settings/", views.settings_page, name="settings"),
     path("settings/perplexity/", views.perplexity, name="perplexity"),
     path("settings/defaults/", views.search_defaults, name="defaults"),

@@ -27,7 +27,7 @@ from accounts.forms import (
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
-from pplxweb import doctor
+from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
 
 HOUR = timedelta(hours=1)
@@ -72,6 +72,31 @@ class SignInView(auth_views.LoginView):
     def form_valid(self, form) -> HttpResponse:
         ratelimit.reset("login-user", form.get_user().get_username().lower())
         return super().form_valid(form)
+
+
+@method_decorator(sensitive_post_parameters(), name="dispatch")
+class PasswordView(auth_views.PasswordChangeView):
+    """Django's password change, with the sign-in's limit per person: the old-password field
+    must not be a way around it for someone holding an open session."""
+
+    template_name = "accounts/password.html"
+    success_url = "/settings/"
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        verdict = ratelimit.take("password-user", str(request.user.pk), settings.LOGIN_RATE_PER_USER, HOUR)
+        if not verdict.allowed:
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, f"Too many password attempts. Try again {verdict.wait_text}.")
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form) -> HttpResponse:
+        ratelimit.reset("password-user", str(self.request.user.pk))
+        old_key = self.request.session.session_key
+        response = super().form_valid(form)  # this session stays signed in (a new key); the others end
+        sockets.tell(self.request.user.pk, renamed=(old_key, self.request.session.session_key))
+        return response
 
 
 @login_not_required
@@ -215,6 +240,7 @@ def _panel_action(user, action: str, post) -> str:
         return f"Connection works: signed in as {account.email or 'your account'}."
     if action == "unlink":
         services.unlink(user)
+        sockets.tell(user.pk, "unlinked")
         return "Unlinked. The session and its cookies are erased."
     if action == "cancel":
         LinkAttempt.objects.filter(user=user).delete()

@@ -12,17 +12,39 @@ django_asgi_app = get_asgi_application()
 # Imported after Django is set up: the routes import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from pplxweb import collector  # noqa: E402
-from search import warm  # noqa: E402
+from pplxweb.origin import SameOriginValidator  # noqa: E402
+from search import (  # noqa: E402
+    liveness,
+    runner,
+    warm,
+)
 from search.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+
+def starting(app):
+    """The ASGI app, starting the runs' watcher on the first connection the process serves: the
+    answers a restart left are rejoined (or swept) then, not only when someone searches."""
+    started = False
+
+    async def wrapped(scope, receive, send):
+        nonlocal started
+        if not started and scope["type"] in ("http", "websocket"):
+            started = True
+            liveness.keep_watch(runner.RUNS, runner.rejoin_lost)
+        return await app(scope, receive, send)
+
+    return wrapped
+
+
+application = starting(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )
 
 warm.up()  # the first search after a restart should be as quick as the next

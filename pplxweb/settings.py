@@ -56,7 +56,6 @@ PERPLEXITY_IMPERSONATE = env_choice(
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

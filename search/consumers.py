@@ -9,20 +9,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db.models import Q
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
+from django.utils import timezone
 
-from search import runner, services, starts
+from pplxweb import sockets
+from search import liveness, runner, services, starts
 from search.display import entry_html, new_entry_fragment
 from search.models import Entry
-from search.render import scrub
+from search.saving import clean
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
+JUST_ENDED = timedelta(seconds=30)
+SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
+UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
 try:  # daphne's websocket library: a send after the browser began closing raises this
     from autobahn.exception import Disconnected as SocketClosing
 except ImportError:  # another ASGI server
@@ -35,7 +42,9 @@ def _as_querydict(data: dict) -> QueryDict:
         if key == "HEADERS":
             continue
         values = value if isinstance(value, list) else [value]
-        query.setlist(key, [v if isinstance(v, str) else json.dumps(v) for v in values if v is not None])
+        # JSON can carry NUL and lone surrogates, which no database stores: gone before the form
+        texts = [v if isinstance(v, str) else json.dumps(v) for v in values if v is not None]
+        query.setlist(key, [clean(text) for text in texts])
     return query
 
 
@@ -46,13 +55,20 @@ class SearchConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         self.user = user
+        self.session_key = self.scope["session"].session_key
         self.watching: set[int] = set()
+        liveness.sockets += 1
+        liveness.keep_watch(runner.RUNS, runner.rejoin_lost)
+        await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         if query.get("thread", "").isdigit():
             await self.watch_thread(int(query["thread"]))
 
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "watching"):
+            liveness.sockets -= 1
+            await self.channel_layer.group_discard(sockets.group(self.user.pk), self.channel_name)
         for entry_id in getattr(self, "watching", ()):
             await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
@@ -66,6 +82,10 @@ class SearchConsumer(AsyncWebsocketConsumer):
             data = None
         if not isinstance(data, dict):
             await self.error("pplxweb could not read that message; nothing was started.")
+            return
+        # the session is checked again for every message (a sign-out elsewhere may have missed us)
+        if not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
+            await self.close_signed_out()
             return
         action = data.get("action")
         if action == "stop":
@@ -115,7 +135,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
         if not text and not skip:
             await self.error("Choose an option or type an answer (or skip the question).")
             return
-        await runner.clarify(entry.pk, "" if skip else scrub(text)[:2000])
+        await runner.clarify(entry.pk, "" if skip else clean(text, 2000))
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)
@@ -123,6 +143,9 @@ class SearchConsumer(AsyncWebsocketConsumer):
             await self.error("That conversation was not found.")
             return
         for entry in entries:
+            if not entry.running:  # it ended between the page's render and this socket
+                await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
+                continue
             await self.follow(entry.pk)
             # what the database has now, then the run (wherever it is) sends its full state
             await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
@@ -135,8 +158,10 @@ class SearchConsumer(AsyncWebsocketConsumer):
             thread = services.thread_for(self.user, int(thread_id))
         except (Http404, TypeError, ValueError):
             return None
-        services.sweep_interrupted()
-        return list(thread.entries.filter(status=Entry.Status.RUNNING))
+        liveness.sweep_interrupted()
+        # the running ones, and those that ended a moment ago: the page may show them running
+        just_ended = timezone.now() - JUST_ENDED
+        return list(thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended)))
 
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
@@ -179,6 +204,28 @@ class SearchConsumer(AsyncWebsocketConsumer):
 
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])
+
+    async def person_changed(self, event: dict) -> None:
+        """The person's sign-in changed somewhere (pplxweb.sockets)."""
+        if event.get("what") == "unlinked":
+            await self.send(text_data=_closed_fragment(UNLINKED_TEXT, "accounts:settings", "Settings"))
+            await self.close(code=sockets.UNLINKED)
+            return
+        renamed = event.get("renamed") or ()
+        if len(renamed) == 2 and renamed[0] == self.session_key:  # the same browser, a new key
+            self.session_key = renamed[1]
+        ended = event.get("ended") and event["ended"] == self.session_key
+        if ended or not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
+            await self.close_signed_out()
+
+    async def close_signed_out(self) -> None:
+        await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
+        await self.close(code=sockets.SIGNED_OUT)
+
+
+def _closed_fragment(message: str, url_name: str, link: str) -> str:
+    context = {"message": message, "url_name": url_name, "link": link}
+    return render_to_string("search/closed_fragment.html", context)
 
 
 def _replace_entry(entry: Entry) -> str:

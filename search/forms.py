@@ -11,6 +11,7 @@ from django import forms
 from accounts.forms import MODES, RECENCY, SOURCES
 from accounts.services import model_choices
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
+from search.render import scrub
 
 MAX_QUESTION = 8000
 HOST = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$")
@@ -92,7 +93,9 @@ class SearchForm(forms.Form):
         self.fields["model"].choices = [(c.slug, c.label) for c in model_choices(catalogue)]
 
     def clean_q(self) -> str:
-        question = self.cleaned_data["q"]
+        # a socket's JSON can carry lone surrogates (no database stores them); NUL is refused
+        # by the field already ("Null characters are not allowed.")
+        question = scrub(self.cleaned_data["q"]).strip()
         if not question:
             raise forms.ValidationError("Type a question first.")
         return question

@@ -65,10 +65,14 @@ class AnswerStream:
     sources_key: tuple = ()
     blocks_sources_key: tuple = ()
     html_sent: list[str] = field(default_factory=list)
+    resync: bool = False  # the browser shows text this stream did not send: send it all next
 
     def update(self, text: str, sources: list[Any], final: bool = False) -> list[str]:
         """Fragments for the answer now being `text` (empty when nothing changed)."""
         text = scrub(text)
+        if self.resync:
+            self.resync = False
+            return [self.full(text, sources)]
         # A rewrite of anything sent (Perplexity's diffs can replace earlier text) re-sends it all.
         if not self._extends(text) or (final and self.blocks_sources_key != self._key(sources)):
             return [self.full(text, sources)]

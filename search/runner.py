@@ -23,10 +23,10 @@ from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
 from pplxweb import collector
-from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
+from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import fragments, images, services
+from search import fragments, images, liveness, services, terminate
 from search.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.fragments import AnswerStream
 from search.models import Entry
@@ -116,6 +116,7 @@ class Run:
     _searched: tuple[Credential, dict] | None = None  # recorded at the end (services.finish_run)
     _catalogue_due: bool = False
     client: Any = None  # the upstream client while the answer streams (to answer a question)
+    rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
     drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
@@ -239,6 +240,7 @@ class Run:
 
     async def stream(self) -> None:
         last_save = self.started  # the entry was written as running a moment ago
+        ids_saved = False
         stream = None
         try:
             if self.credential is None or not self.models:
@@ -250,15 +252,19 @@ class Run:
                 account_id=credential.account.account_id,
             ) as client:
                 self.client = client
-                stream = (
-                    client.ask_api(self.request, credential.api_key)
-                    if credential.kind == "api_key"
-                    else client.ask(self.request)
-                )
+                if credential.kind == "api_key":
+                    stream = client.ask_api(self.request, credential.api_key)
+                elif self.rejoin:
+                    stream = client.rejoin(self.request, self.rejoin)
+                else:
+                    stream = client.ask(self.request)
                 async with stream:
                     async for snapshot in stream:
                         # per event only this; extraction and rendering wait for the next update
                         self.snapshot = snapshot
+                        if not ids_saved and snapshot.top.get("backend_uuid"):
+                            ids_saved, last_save = True, time.monotonic()
+                            self.save_progress()  # its ids, saved at once: a restart rejoins the run
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = self._last_event = time.monotonic()
@@ -307,8 +313,12 @@ class Run:
                 await self.finish()
                 raise
             self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
+            terminate.after_stop(self)  # and Perplexity stops too (in the background, bounded)
         except NoCredential as exc:
             self.status, self.error = Entry.Status.FAILED, exc.message
+        except RunGone as exc:  # a rejoin after a restart: Perplexity no longer has the run
+            self._partial(stream)
+            self.status, self.error = Entry.Status.INTERRUPTED, exc.message
         except DecryptionError as exc:  # a server misconfiguration: the owner's words go to the log
             log.error("search run for entry %s: %s", self.entry_id, exc)
             self.status, self.error = Entry.Status.FAILED, UNREADABLE
@@ -356,7 +366,7 @@ class Run:
             await refresh_catalogue(client)
 
     def _partial(self, stream) -> None:
-        if stream is not None:
+        if stream is not None and stream.snapshot.events:  # else what was saved stays
             self.result = extract(stream.snapshot, asked=self.asked)
 
     async def finish(self) -> None:
@@ -389,17 +399,35 @@ class Run:
 
 
 def launch(
-    entry: Entry, user, request: AskRequest, models: dict | None = None, credential: Credential | None = None
+    entry: Entry,
+    user,
+    request: AskRequest,
+    models: dict | None = None,
+    credential: Credential | None = None,
+    rejoin: bool = False,
 ) -> Run:
-    """Start the run for a saved entry as a task of this process's event loop."""
+    """Start the run for a saved entry as a task of this process's event loop; `rejoin`: the
+    entry's run was lost (a restart) and goes on from Perplexity's side (protocol.md 8.5)."""
     run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
+    if rejoin:
+        run.rejoin = entry.backend_uuid
+        run.result = services.saved_result(entry)  # kept if Perplexity no longer has the run
+        run.answer.resync = True  # the page shows the saved part: the first update sends it all
     RUNS[entry.pk] = run
+    liveness.keep_watch(RUNS, rejoin_lost)  # its row is swept if the run dies without saving its end
     # A fresh context: the request or socket that started the run may end first, and with it
     # the executor asgiref would otherwise use for this task's database calls.
     run.main = asyncio.get_running_loop().create_task(
         run.execute(), name=f"search-{entry.pk}", context=contextvars.Context()
     )
+    run.main.add_done_callback(_ended)
     return run
+
+
+def rejoin_lost(entry: Entry, request: AskRequest) -> Run:
+    """Go on with an answer whose run was lost (a restart, a killed process): Perplexity keeps
+    working on it, and rejoining gets what it has and the rest (search.liveness claims it)."""
+    return launch(entry, entry.user, request, rejoin=True)
 
 
 async def clarify(entry_id: int, answer: str) -> None:
@@ -411,6 +439,12 @@ async def clarify(entry_id: int, answer: str) -> None:
         await get_channel_layer().group_send(
             control_group(entry_id), {"type": "run.clarify", "answer": answer}
         )
+
+
+def _ended(task: asyncio.Task) -> None:
+    """A run whose end itself failed (its row is swept by search.liveness): said in the log."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
 
 
 async def stop(entry_id: int) -> None:

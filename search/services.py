@@ -22,12 +22,13 @@ from accounts import ratelimit
 from accounts.models import SearchDefaults
 from accounts.services import Credential, credentials_for, credentials_for_many, record_search
 from accounts.services.catalogue import stale as catalogue_stale
-from pplxweb.perplexity.extract import Result
+from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
 from search import images
 from search.display import catalogue_models
 from search.models import Entry, Thread
 from search.render import scrub
+from search.saving import NOT_SAVED, fitted, salvage, save_outcome_failed
 
 if TYPE_CHECKING:
     from search.runner import Run
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 MAX_RUNNING = 2
 PER_MINUTE = 20
-STALE_AFTER = timedelta(minutes=2)  # a run saves progress every ~2 s; silence this long means it died
 RUNNER = f"{socket.gethostname()}:{os.getpid()}"
 
 # what a saved option may be (see options_from_json)
@@ -268,39 +268,23 @@ def previous_turn(entry: Entry) -> Entry | None:
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_interrupted(at_start: bool = False) -> int:
-    """Mark entries whose run died (crash, kill) as interrupted, keeping what they saved.
-
-    A run on this machine is dead when its process is gone (at start, any earlier process of
-    ours); one elsewhere when it has not saved progress for STALE_AFTER.
-    """
-    host = socket.gethostname()
-    dead = []
-    for entry in Entry.objects.filter(status=Entry.Status.RUNNING).only("pk", "runner", "heartbeat"):
-        runner_host, _, pid = entry.runner.rpartition(":")
-        if runner_host == host and pid.isdigit():
-            gone = (at_start and entry.runner != RUNNER) or not _pid_alive(int(pid))
-        else:
-            gone = entry.heartbeat is None or timezone.now() - entry.heartbeat > STALE_AFTER
-        if gone:
-            dead.append(entry.pk)
-    return Entry.objects.filter(pk__in=dead, status=Entry.Status.RUNNING).update(
-        status=Entry.Status.INTERRUPTED,
-        error="The server stopped while this answer was arriving; what had arrived is kept.",
-    )
-
-
 # --- what a run reads and writes (search.runner runs them on the database thread) -----------
+
+
+def saved_result(entry: Entry) -> Result:
+    """What an entry saved of its run, as a running result (a rejoined run starts from it)."""
+    return Result(
+        status="running",
+        answer=entry.answer,
+        report=entry.report,
+        sources=[
+            Source(**{k: str(s.get(k) or "") for k in ("title", "url", "snippet", "date")})
+            for s in entry.sources
+        ],
+        steps=[Step(str(s.get("kind") or "step"), str(s.get("text") or "")) for s in entry.steps],
+        backend_uuid=entry.backend_uuid,
+        context_uuid=entry.context_uuid,
+    )
 
 
 def save_run(run: Run, final: bool) -> None:
@@ -330,15 +314,19 @@ def save_run(run: Run, final: bool) -> None:
             done_ms=int((time.monotonic() - run.started) * 1000),
         )
     entry = Entry.objects.filter(pk=run.entry_id)
-    if not entry.update(**fields) and final:  # deleted while it ran: so go the images it kept since
+    # upstream text: no NUL, no lone surrogate, nothing longer than its column (search.saving)
+    if not entry.update(**fitted(Entry, fields)) and final:  # deleted while it ran: so go its images
         images.remove([run.entry_id])
         return
     if final and (result.read_write_token or result.thread_url_slug):
         thread = Thread.objects.filter(pk=run.thread_id)
-        if result.read_write_token:
-            thread.filter(read_write_token="").update(read_write_token=result.read_write_token)
-        if result.thread_url_slug:
-            thread.filter(thread_url_slug="").update(thread_url_slug=result.thread_url_slug)
+        ids = fitted(
+            Thread, {"read_write_token": result.read_write_token, "thread_url_slug": result.thread_url_slug}
+        )
+        if ids["read_write_token"]:
+            thread.filter(read_write_token="").update(read_write_token=ids["read_write_token"])
+        if ids["thread_url_slug"]:
+            thread.filter(thread_url_slug="").update(thread_url_slug=ids["thread_url_slug"])
 
 
 def finish_run(run: Run, searched: tuple[Credential, dict] | None) -> bool:
@@ -347,7 +335,13 @@ def finish_run(run: Run, searched: tuple[Credential, dict] | None) -> bool:
     the search recorded against the credential it used (`searched`: with the cookies as
     Perplexity left them; None when no answer came). Returns whether the model catalogue is due
     for its daily refresh."""
-    save_run(run, final=True)
+    try:
+        save_run(run, final=True)
+    except Exception:  # never a run stuck as running: failed, with what the database takes
+        log.exception("final save of entry %s failed", run.entry_id)
+        run.status, run.error = Entry.Status.FAILED, NOT_SAVED
+        save_outcome_failed(Entry, run.entry_id, salvage(run))
+        return False
     if searched is None:
         return False
     credential, cookies = searched

@@ -24,8 +24,10 @@ from accounts.services import catalogue
 from search import services
 from search.display import catalogue_models
 from search.forms import SearchForm
+from search.models import Entry
 
 log = logging.getLogger(__name__)
+NOT_STARTED = "pplxweb could not start this search (an error on the server, logged); nothing was started."
 
 
 def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
@@ -54,9 +56,41 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
         elif isinstance(entry, Http404):
             outcomes[i] = "That conversation was not found."
         else:
-            request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
-            outcomes[i] = (entry, request, preloaded[entry.user_id])
+            outcomes[i] = _launchable(entry, form, preloaded[entry.user_id])
     return outcomes
+
+
+def prepare_judged_alone(asks: list[tuple[object, QueryDict]]) -> list:
+    """prepare_many, where an exception for one ask refuses that ask with a sentence and the
+    others start: the trip failed inside its transaction (nothing of it was written), so each
+    ask is tried again on its own."""
+    try:
+        return prepare_many(asks)
+    except Exception:
+        log.exception("a gathered start of %d asks failed; trying each alone", len(asks))
+    if len(asks) == 1:
+        return [NOT_STARTED]
+    return [_alone(ask) for ask in asks]
+
+
+def _alone(ask: tuple[object, QueryDict]):
+    try:
+        return prepare_many([ask])[0]
+    except Exception:
+        log.exception("search by user %s not started", getattr(ask[0], "pk", None))
+        return NOT_STARTED
+
+
+def _launchable(entry, form: SearchForm, preloaded: dict):
+    """(entry, upstream request, preloaded); if the request cannot be built, the entry (already
+    committed) is saved failed with a sentence, never left running without a run."""
+    try:
+        request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
+    except Exception:
+        log.exception("entry %s: the upstream request could not be built", entry.pk)
+        Entry.objects.filter(pk=entry.pk).update(status=Entry.Status.FAILED, error=NOT_STARTED)
+        return NOT_STARTED
+    return (entry, request, preloaded)
 
 
 def _preloads(people: dict, models: dict) -> dict:
@@ -153,4 +187,4 @@ class Gathered:
                     future.cancel()
 
 
-prepare = Gathered(prepare_many)
+prepare = Gathered(prepare_judged_alone)

@@ -6,9 +6,10 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from search import images, runner, services
+from search import images, liveness, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
@@ -39,8 +40,9 @@ def _form(user, initial_q: str = "", thread: Thread | None = None, options: dict
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """The search box. `?q=` pre-fills it; the page's script then asks over the socket (which
-    checks the origin), so a link from another site cannot spend anybody's searches."""
+    """The search box. `?q=` always pre-fills it; the page asks by itself only when the person
+    made the navigation (see _asked_by_the_person), so a link from another site cannot spend
+    anybody's searches: it fills the box and waits for Enter."""
     question = request.GET.get("q", "")[:8000]
     again = request.GET.get("again", "")
     if again.isdigit() and len(again) < 19:
@@ -52,11 +54,21 @@ def home(request: HttpRequest) -> HttpResponse:
             {"form": _form(request.user, entry.question, options=entry.options), "options_open": True},
         )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
-    return render(
+    autoask = bool(question.strip()) and _asked_by_the_person(request)
+    response = render(
         request,
         "search/home.html",
-        {"form": _form(request.user, question), "autoask": bool(question.strip()), "recent": recent},
+        {"form": _form(request.user, question), "autoask": autoask, "recent": recent},
     )
+    patch_vary_headers(response, ["Sec-Fetch-Site"])
+    return response
+
+
+def _asked_by_the_person(request: HttpRequest) -> bool:
+    """Sec-Fetch-Site "none" is the browser's own address bar or search box (the OpenSearch URL),
+    "same-origin" a link or form of pplxweb itself. Another site's link says "cross-site" or
+    "same-site"; a browser without the header gets the box filled, not the question asked."""
+    return request.headers.get("Sec-Fetch-Site", "") in ("none", "same-origin")
 
 
 @require_POST
@@ -99,7 +111,7 @@ def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
 
 
 def _thread_context(user, thread: Thread) -> dict:
-    services.sweep_interrupted()
+    liveness.sweep_interrupted()
     entries = list(thread.entries.all())
     return {
         "thread": thread,

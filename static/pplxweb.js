@@ -84,3 +84,17 @@ setInterval(() => {
     }
   }
 }, 1000);
+
+// Forms that arrive over the socket ("Ask again" under an answer that just streamed in) are
+// rendered without a request, so without this browser's CSRF token: a POST form gets the page's
+// own token as it is sent.
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement) || form.method !== "post") return;
+  const field = form.querySelector("input[name=csrfmiddlewaretoken]");
+  if (field && field.value) return;
+  const own = Array.from(document.querySelectorAll("input[name=csrfmiddlewaretoken]")).find((input) => input.value);
+  if (!own) return;
+  const token = field || form.appendChild(Object.assign(document.createElement("input"), { type: "hidden", name: "csrfmiddlewaretoken" }));
+  token.value = own.value;
+}, true);

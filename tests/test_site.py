@@ -12,6 +12,7 @@ from pplxweb.asgi import application
 from tests.conftest import session_cookie_for
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 @pytest.mark.django_db
@@ -47,7 +48,7 @@ def test_unknown_host_is_refused(client):
 
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_without_a_session_is_refused():
-    comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN])
+    comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN, HOST])
     connected, _ = await comm.connect()
     assert not connected
     await comm.disconnect()
@@ -56,7 +57,9 @@ async def test_websocket_without_a_session_is_refused():
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_with_a_session_is_accepted(owner):
     cookie = await session_cookie_for(owner)
-    comm = WebsocketCommunicator(application, "/ws/search/", headers=[ORIGIN, (b"cookie", cookie.encode())])
+    comm = WebsocketCommunicator(
+        application, "/ws/search/", headers=[ORIGIN, HOST, (b"cookie", cookie.encode())]
+    )
     connected, _ = await comm.connect()
     assert connected
     await comm.send_to(text_data=json.dumps({"q": "hello"}))

@@ -15,6 +15,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
 
+from pplxweb import sockets
+
 log = logging.getLogger(__name__)
 User = get_user_model()
 
@@ -109,6 +111,7 @@ def remove_member(owner: AbstractBaseUser, member_id: int) -> str | None:
         return None
     name = member.get_username()
     member.delete()
+    transaction.on_commit(lambda: sockets.tell(member_id))  # their open sockets close
     from search.images import sweep  # their answers went with them, and so do the images kept
 
     transaction.on_commit(sweep)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -299,6 +300,22 @@ class PerplexityClient:
                 }
             },
             headers={"Content-Type": "application/json"},
+        )
+        check_response(response)
+
+    async def terminate(self, entry_uuid: str, context_uuid: str, model_preference: str) -> None:
+        """Stop a run on Perplexity's side (protocol.md 8.5; the path and the reason header as
+        Perplexity's own Stop button sends them). Reading the stream ended first."""
+        response = await self._call(
+            "POST",
+            "/rest/sse/perplexity_terminate",
+            json={
+                "entry_uuid": entry_uuid,
+                "context_uuid": context_uuid,
+                "model_preference": model_preference,
+                "terminate_requested_at_ms": int(time.time() * 1000),
+            },
+            headers={"X-Perplexity-Request-Reason": "thread-floating-footer"},
         )
         check_response(response)
 

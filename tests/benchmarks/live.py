@@ -60,7 +60,11 @@ async def measure(base_url: str) -> dict:
     comm = WebsocketCommunicator(
         application,
         "/ws/search/",
-        headers=[(b"origin", b"http://localhost"), (b"cookie", f"pplxweb_sessionid={session}".encode())],
+        headers=[
+            (b"origin", b"http://localhost"),
+            (b"host", b"localhost"),
+            (b"cookie", f"pplxweb_sessionid={session}".encode()),
+        ],
     )
     assert (await comm.connect())[0]
     started = time.monotonic()

@@ -30,6 +30,8 @@ sent with `GET /_requests`:
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
+- `{"terminate": {"fault": F} | {"hang": seconds}}`: how `POST /rest/sse/perplexity_terminate`
+  (Stop, protocol.md 8.5) answers; it is recorded like every call (`GET /_requests`).
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
@@ -79,7 +81,22 @@ FAULTS = (
     "endless",
     "no_completed",
 )
-state: dict[str, Any] = {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "runs": {}}
+
+
+def fresh_state() -> dict[str, Any]:
+    return {
+        "ask": {},
+        "signin": {},
+        "requests": [],
+        "delete": {},
+        "deleted": [],
+        "terminate": {},
+        "answered": None,
+        "runs": {},
+    }
+
+
+state: dict[str, Any] = fresh_state()
 
 
 @dataclass
@@ -202,9 +219,7 @@ async def requests_seen(send, request: Request) -> None:
 
 
 async def reset(send, request: Request) -> None:
-    state.update(
-        {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "answered": None, "runs": {}}
-    )
+    state.update(fresh_state())
     await respond(send, 200, {"ok": True})
 
 
@@ -530,6 +545,27 @@ async def delete_thread(send, request: Request) -> None:
         await respond(send, 200, {"status": "success"})
 
 
+async def terminate(send, request: Request) -> None:
+    """POST /rest/sse/perplexity_terminate (protocol.md 8.5): Stop on Perplexity's side."""
+    plan = state.get("terminate") or {}
+    if plan.get("hang"):
+        await asyncio.sleep(plan["hang"])
+    body = request.json()
+    if not signed_in(request):
+        await respond(send, 401, {"error": "unauthorized"})
+    elif plan.get("fault") in STATUS_FAULTS:
+        await refuse(send, plan["fault"], api=False)
+    elif not body.get("entry_uuid") or not body.get("context_uuid"):
+        await respond(send, 400, {"error": "entry_uuid and context_uuid are required"})
+    else:
+        slug = "slug-" + body["entry_uuid"]
+        await respond(
+            send,
+            200,
+            {"status": "completed", "_response_type": "COMPLETED_RESPONSE", "thread_url_slug": slug},
+        )
+
+
 ROUTES = {
     ("POST", "/_control"): control,
     ("GET", "/_requests"): requests_seen,
@@ -544,5 +580,6 @@ ROUTES = {
     ("POST", "/rest/sse/perplexity_ask"): ask,
     ("POST", "/rest/sse/handle_perplexity_research_clarifying_answers"): clarifying_answers,
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
+    ("POST", "/rest/sse/perplexity_terminate"): terminate,
     ("POST", "/chat/completions"): chat_completions,
 }

@@ -21,11 +21,12 @@ from tests.search.conftest import Paced, answer_stream, serve, words
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 async def connect(user, path="/ws/search/"):
     cookie = await session_cookie_for(user)
-    comm = WebsocketCommunicator(application, path, headers=[ORIGIN, (b"cookie", cookie.encode())])
+    comm = WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, (b"cookie", cookie.encode())])
     connected, _ = await comm.connect()
     assert connected
     return comm

@@ -12,7 +12,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from search import runner, services
+from search import liveness, runner, services
 from search.models import Entry, Thread
 from tests.search.conftest import Paced, answer_stream, serve, words
 
@@ -100,18 +100,20 @@ async def test_runs_that_died_are_marked_interrupted(owner):
     dead, elsewhere, alive = await _stale_entries(owner)
     from django.utils import timezone
 
-    await Entry.objects.filter(pk=elsewhere.pk).aupdate(heartbeat=timezone.now() - services.STALE_AFTER * 2)
-    assert await sync_to_async(services.sweep_interrupted)() == 2
+    await Entry.objects.filter(pk=elsewhere.pk).aupdate(heartbeat=timezone.now() - liveness.STALE_AFTER * 2)
+    assert await sync_to_async(liveness.sweep_interrupted)() == 2
     assert (await Entry.objects.aget(pk=dead.pk)).status == "interrupted"
     assert (await Entry.objects.aget(pk=dead.pk)).answer == "partial"
     assert (await Entry.objects.aget(pk=elsewhere.pk)).status == "interrupted"
     assert (await Entry.objects.aget(pk=alive.pk)).status == "running"
-    assert await sync_to_async(services.sweep_interrupted)(at_start=True) == 0  # our own process is alive
+    assert await sync_to_async(liveness.sweep_interrupted)(at_start=True) == 0  # our own process is alive
 
 
 async def test_home_prefills_q_and_asks_only_through_the_socket(owner):
     client = await client_for(owner)
-    response = await client.get(reverse("search:home"), {"q": "from the address bar"})
+    response = await client.get(
+        reverse("search:home"), {"q": "from the address bar"}, headers={"Sec-Fetch-Site": "none"}
+    )
     page = response.content.decode()
     assert "from the address bar" in page and 'data-autoask="1"' in page
     assert not await Entry.objects.aexists()  # a GET never spends a search

@@ -74,7 +74,7 @@ class Command(BaseCommand):
 
     def prepare(self) -> list[str]:
         """Owner from the environment, else a setup code; then the addresses to open."""
-        from search.services import sweep_interrupted
+        from search.liveness import sweep_interrupted
 
         lines = []
         interrupted = sweep_interrupted(at_start=True)

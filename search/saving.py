@@ -1,0 +1,93 @@
+"""What goes into an entry is storable, and a save that fails never leaves a run stuck.
+
+Upstream text is hostile: a NUL character (PostgreSQL's text types refuse it), a lone surrogate
+(UTF-8 cannot encode it) or a field longer than its column make a save raise. Everything written
+from a run or a file goes through fitted() first; a final save that still fails saves the entry
+failed with what can be saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+from django.utils import timezone
+
+from search.render import scrub
+
+if TYPE_CHECKING:
+    from search.runner import Run
+
+log = logging.getLogger(__name__)
+NOT_SAVED = "pplxweb could not save this answer whole; what could be saved is kept. The server log says more."
+
+
+def clean(text: str, limit: int | None = None) -> str:
+    """text without NUL characters or lone surrogates, cut to `limit` characters."""
+    text = scrub(text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text if limit is None else text[:limit]
+
+
+def deep(value: Any) -> Any:
+    """A JSON value with every string (keys too) cleaned."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list | tuple):
+        return [deep(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(str(k)): deep(v) for k, v in value.items()}
+    return value
+
+
+def fitted(model: type[models.Model], fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` (name -> value, as for QuerySet.update) cleaned and cut to fit their columns."""
+    out = {}
+    for name, value in fields.items():
+        field = model._meta.get_field(name)
+        if isinstance(value, str):
+            value = clean(value, field.max_length if isinstance(field, models.CharField) else None)
+        elif isinstance(field, models.JSONField):
+            value = deep(value)
+        out[name] = value
+    return out
+
+
+def save_outcome_failed(model: type[models.Model], pk: int, fields: dict[str, Any]) -> bool:
+    """After a final save raised: save the entry failed with NOT_SAVED and as much of `fields` as
+    the database takes (all but the answer's parts, then the answer alone, then nothing more).
+    Returns whether the entry now says failed."""
+    base = {"status": "failed", "error": NOT_SAVED}
+    rest = {k: v for k, v in fields.items() if k not in ("status", "error")}
+    answer_parts = {k: rest.pop(k) for k in ("answer", "report", "sources", "steps", "related") if k in rest}
+    for attempt in (
+        {**rest, **answer_parts},
+        {**rest, **{k: v for k, v in answer_parts.items() if k in ("answer", "report")}},
+        {k: v for k, v in answer_parts.items() if k in ("answer", "report")},
+        {},
+    ):
+        try:
+            model.objects.filter(pk=pk).update(**fitted(model, {**attempt, **base}))
+        except Exception:
+            log.exception("entry %s: saving it failed with %s also failed", pk, sorted(attempt))
+            continue
+        return True
+    return False
+
+
+def salvage(run: Run) -> dict[str, Any]:
+    """What a run that could not be saved whole may still keep (cleaned when saved)."""
+    result = run.result
+    if result is None:
+        return {"heartbeat": timezone.now()}
+    return {
+        "answer": result.answer,
+        "sources": [s.as_dict() for s in result.sources],
+        "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
+        "related": list(result.related),
+        "heartbeat": timezone.now(),
+        "done_ms": int((time.monotonic() - run.started) * 1000),
+    }

@@ -1,0 +1,56 @@
+"""In Chromium: forms that arrive over the socket work ("Ask again" under an answer that just
+streamed in was a 403: rendered without a request, its CSRF token was empty)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from playwright.async_api import expect
+
+from search.models import Entry
+from tests.e2e.conftest import control
+from tests.e2e.test_search_journey import linked_owner, sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_ask_again_on_an_answer_that_just_streamed_in(page, pplxweb_server, fake_perplexity):
+    await linked_owner()
+    control(fake_perplexity, ask={"answer": ["A short answer."], "pace": 0.01}, requests=[])
+    await sign_in(page, pplxweb_server)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.fill("#id_q", "Ask me twice")
+    await page.keyboard.press("Enter")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
+    first_thread = page.url
+    async with page.expect_navigation():
+        await entry.get_by_role("button", name="Ask again").click()
+    assert page.url != first_thread and "/thread/" in page.url
+    await expect(page.locator("article.entry .answer")).to_contain_text("A short answer.", timeout=15000)
+    questions = [e.question async for e in Entry.objects.order_by("pk")]
+    assert questions == ["Ask me twice", "Ask me twice"]
+    assert page.console_errors == []
+
+
+async def test_signing_out_in_another_tab_tells_this_page_to_sign_in_again(page, pplxweb_server):
+    await linked_owner()
+    await sign_in(page, pplxweb_server)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    other = await page.context.new_page()  # same browser, same session
+    await other.goto(f"{pplxweb_server}/")
+    await other.get_by_role("button", name="Sign out").click()
+    await expect(other.locator("#id_username")).to_be_visible()
+    error = page.locator("#search-error")
+    await expect(error).to_contain_text("You were signed out", timeout=5000)
+    await expect(error.get_by_role("link", name="Sign in again")).to_have_attribute(
+        "href", "/accounts/login/"
+    )
+    if os.environ.get("PPLXWEB_SHOTS"):  # the screenshots looked at for the report
+        for name, size in (("desktop", (1280, 800)), ("phone", (390, 844))):
+            for scheme in ("light", "dark"):
+                await page.set_viewport_size({"width": size[0], "height": size[1]})
+                await page.emulate_media(color_scheme=scheme)
+                await page.screenshot(path=f"{os.environ['PPLXWEB_SHOTS']}/signed-out-{name}-{scheme}.png")
+    assert page.console_errors == []

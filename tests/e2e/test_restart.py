@@ -1,0 +1,71 @@
+"""A server killed mid-answer (SIGKILL: nothing saved at the end) and started again: the new
+process rejoins the run Perplexity kept working on (protocol.md 8.5) and the answer ends
+completed and whole."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.request
+
+import pytest
+from websockets.asyncio.client import connect
+
+from search.models import Entry
+from tests.e2e.conftest import control, start, stop
+from tests.e2e.test_search_journey import linked_owner
+from tests.e2e.test_two_processes import receive_until, session_cookie
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PARTS = [f"Part {i} of the answer. " for i in range(60)]
+
+
+def server_env(fake: str) -> dict:
+    from django.conf import settings
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake,
+           "PPLXWEB_PERPLEXITY_API_URL": fake, "PPLXWEB_IMPERSONATE": "chrome",
+           "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2",
+           "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "8",
+           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    return env
+
+
+async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
+    pplxweb_server, fake_perplexity, tmp_path
+):
+    owner = await linked_owner()
+    cookie = await session_cookie(owner)
+    first, port = start("pplxweb.asgi:application", server_env(fake_perplexity), tmp_path / "first.log")
+    control(fake_perplexity, ask={"answer": PARTS, "pace": 0.05})  # 3 s of answer
+    try:
+        base = f"http://127.0.0.1:{port}"
+        async with connect(
+            base.replace("http", "ws") + "/ws/search/", origin=base, additional_headers={"Cookie": cookie}
+        ) as ws:
+            await ws.send(json.dumps({"q": "killed mid-answer"}))
+            await receive_until(ws, "Part 8 of", timeout=10)
+            first.kill()  # no shutdown, no final save
+            first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    entry = await Entry.objects.aget(question="killed mid-answer")
+    assert entry.status == "running" and entry.backend_uuid.startswith("fake-run-")
+    second, port = start("pplxweb.asgi:application", server_env(fake_perplexity), tmp_path / "second.log")
+    try:
+        await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10).read()
+        )
+        async with asyncio.timeout(20):
+            while (entry := await Entry.objects.aget(pk=entry.pk)).status == "running":
+                await asyncio.sleep(0.2)
+    finally:
+        stop(second)
+        control(fake_perplexity, ask={})
+    assert entry.status == "completed", entry.error
+    assert entry.answer == "".join(PARTS).strip() or entry.answer == "".join(PARTS)
+    log = (tmp_path / "second.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
