@@ -20,6 +20,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from pplxweb import sockets
+from pplxweb.perplexity.research import QUESTIONS_MAX
 from search import liveness, runner, services, starts
 from search.display import entry_html, new_entry_fragment
 from search.models import Entry
@@ -34,6 +35,12 @@ try:  # daphne's websocket library: a send after the browser began closing raise
     from autobahn.exception import Disconnected as SocketClosing
 except ImportError:  # another ASGI server
     SocketClosing = ()
+
+
+def _first_text(value) -> str:
+    """The first non-blank text of a form value (a chosen option and a typed answer share a name)."""
+    values = value if isinstance(value, list) else [value]
+    return next((v.strip() for v in values if isinstance(v, str) and v.strip()), "")
 
 
 def _as_querydict(data: dict) -> QueryDict:
@@ -93,7 +100,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
         elif action == "watch":
             await self.watch_thread(data.get("thread"))
         elif action == "clarify":
-            await self.clarify(data.get("entry"), data.get("answer"), bool(data.get("skip")))
+            await self.clarify(data, bool(data.get("skip")))
         else:
             await self.search(data)
 
@@ -123,19 +130,18 @@ class SearchConsumer(AsyncWebsocketConsumer):
         if entry.running:
             await runner.stop(entry.pk)
 
-    async def clarify(self, entry_id, answer, skip: bool) -> None:
-        """A research run's clarifying question, answered (the chosen option or the typed text)
-        or skipped."""
-        entry = await self._own_entry(entry_id)
+    async def clarify(self, data: dict, skip: bool) -> None:
+        """A research run's clarifying questions answered (for question i, `answer-i`: the chosen
+        option or the typed text) or skipped."""
+        entry = await self._own_entry(data.get("entry"))
         if entry is None or not entry.running:
             await self.error("That answer is no longer waiting for a reply.")
             return
-        answers = answer if isinstance(answer, list) else [answer]
-        text = next((a.strip() for a in answers if isinstance(a, str) and a.strip()), "")
-        if not text and not skip:
-            await self.error("Choose an option or type an answer (or skip the question).")
+        answers = [_first_text(data.get(f"answer-{i}")) for i in range(QUESTIONS_MAX)]
+        if not any(answers) and not skip:
+            await self.error("Choose an option or type an answer (or skip the questions).")
             return
-        await runner.clarify(entry.pk, "" if skip else clean(text, 2000))
+        await runner.clarify(entry.pk, [] if skip else [clean(a, 2000) for a in answers])
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)

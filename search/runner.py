@@ -209,7 +209,7 @@ class Run:
             if message.get("type") == "run.stop":
                 self.cancel(stop=True)
             elif message.get("type") == "run.clarify":
-                self.clarify(str(message.get("answer") or ""))
+                self.clarify([str(a) for a in message.get("answers") or []])
             elif message.get("type") == "run.sync" and message.get("reply_to"):
                 self._syncs.append(message["reply_to"])
                 if self.status != Entry.Status.RUNNING or self.result is None:
@@ -337,20 +337,22 @@ class Run:
             )
         await self.finish()
 
-    def clarify(self, answer: str) -> None:
-        """Answer the clarifying question the run waits on ("" skips it: Perplexity goes on by
-        itself after its countdown, and no client knows a call that skips it sooner)."""
+    def clarify(self, answers: list[str]) -> None:
+        """Answer the clarifying questions the run waits on, one answer per question ("" for
+        one left open; all empty skips them: Perplexity goes on by itself after its countdown,
+        and no client knows a call that skips sooner)."""
         question = self.result.question if self.result else None
         if question is None or question.key in self.clarified:
             return
         self.clarified.add(question.key)
-        if answer and self.client is not None:
-            self._clarifying = asyncio.ensure_future(self._send_answer(question, answer))
+        pairs = [(ask.text, answer) for ask, answer in zip(question.asks, answers, strict=False) if answer]
+        if pairs and self.client is not None:
+            self._clarifying = asyncio.ensure_future(self._send_answers(question.key, pairs))
         self._trailing = asyncio.ensure_future(self.update())
 
-    async def _send_answer(self, question, answer: str) -> None:
+    async def _send_answers(self, key: str, pairs: list[tuple[str, str]]) -> None:
         try:
-            await self.client.answer_question(question.key, question.text, answer)
+            await self.client.answer_question(key, pairs)
         except PerplexityError as exc:
             log.warning(
                 "answering the clarifying question of entry %s failed: %s", self.entry_id, exc.message
@@ -430,14 +432,14 @@ def rejoin_lost(entry: Entry, request: AskRequest) -> Run:
     return launch(entry, entry.user, request, rejoin=True)
 
 
-async def clarify(entry_id: int, answer: str) -> None:
-    """Answer (or, with "", skip) a running answer's clarifying question, wherever it runs."""
+async def clarify(entry_id: int, answers: list[str]) -> None:
+    """Answer (or, with no answers, skip) a running answer's clarifying questions, wherever it runs."""
     run = RUNS.get(entry_id)
     if run is not None:
-        run.clarify(answer)
+        run.clarify(answers)
     else:
         await get_channel_layer().group_send(
-            control_group(entry_id), {"type": "run.clarify", "answer": answer}
+            control_group(entry_id), {"type": "run.clarify", "answers": answers}
         )
 
 

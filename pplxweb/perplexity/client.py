@@ -286,16 +286,16 @@ class PerplexityClient:
         if response.status_code != 404:
             check_response(response)
 
-    async def answer_question(self, tool_uuid: str, question: str, answer: str) -> None:
-        """Answer a research run's clarifying question (reported by one client only, see
-        protocol.md 8.1 and the note in search/live): the run then goes on with it."""
+    async def answer_question(self, tool_uuid: str, answers: list[tuple[str, str]]) -> None:
+        """Answer a research run's clarifying questions ((question, answer) pairs; the call one
+        public client sends, protocol.md 8.1): the run then goes on with them."""
         response = await self._call(
             "POST",
             CLARIFY_PATH,
             json={
                 "result": {
                     "tool_uuid": tool_uuid,
-                    "answers": [{"question": question, "answer": answer}],
+                    "answers": [{"question": question, "answer": answer} for question, answer in answers],
                     "submit_type": "USER_SUBMITTED",
                 }
             },

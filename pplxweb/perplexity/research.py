@@ -12,22 +12,41 @@ from dataclasses import dataclass
 from typing import Any
 
 from pplxweb.perplexity.merge import Snapshot
+from pplxweb.perplexity.values import as_list, as_str, decode
 
 REPORT_LIMIT = 2_000_000  # characters kept of one report (a 13 KB report is typical)
 REPORT_CUT = "\n\n*(The report was longer than pplxweb keeps: {} characters; the rest was cut.)*"
 SKIP_SECONDS_MAX = 600  # a clarifying question's countdown, at most (bad input: 10^9 seconds)
 SKIP_SECONDS_DEFAULT = 60
 OPTIONS_MAX = 10
+QUESTIONS_MAX = 10
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One of a clarifying step's questions, with the options Perplexity offers."""
+
+    text: str
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Question:
-    """A clarifying question a research run asks before it goes on (8.1)."""
+    """The clarifying questions a research run asks before it goes on (8.1): one step, one or
+    more questions (a real run asked three), answered together or left to its countdown."""
 
-    text: str
-    options: tuple[str, ...] = ()
+    asks: tuple[Ask, ...]
     skip_seconds: int = SKIP_SECONDS_DEFAULT
-    key: str = ""  # the step's uuid, when it has one (the answer names it)
+    key: str = ""  # the step's uuid: the answer's tool_uuid
+    title: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.asks[0].text
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return self.asks[0].options
 
 
 def is_research(top: dict) -> bool:
@@ -110,46 +129,44 @@ def _from_workflow(snapshot: Snapshot) -> str:
 
 
 def question(snapshot: Snapshot, text_steps: Any) -> Question | None:
-    """The clarifying question the run is waiting on, if any (one not yet answered)."""
-    candidates: list[Any] = []
+    """The clarifying questions the run waits on, if any: a RESEARCH_CLARIFYING_QUESTIONS step
+    that is still the last of its step list (plan blocks or the `text` steps) and has no answers.
+    Once the run goes on, steps follow it (an unanswered step keeps `answers: []` to the end)."""
+    lists: list[Any] = [as_list(decode(text_steps))]
     for usage in snapshot.block_order:
         block = snapshot.blocks[usage]
         if block.kind == "plan_block" and isinstance(block.doc, dict):
-            steps = block.doc.get("steps")
-            candidates += steps if isinstance(steps, list) else []
-    candidates += text_steps if isinstance(text_steps, list) else []
-    candidates += [item.get("payload") for item in _workflow_items(snapshot)]
-    for step in reversed(candidates):
-        found = _question(step)
+            lists.append(as_list(block.doc.get("steps")))
+    for steps in lists:
+        found = _question(steps[-1]) if steps else None
         if found is not None:
             return found
     return None
 
 
 def _question(step: Any) -> Question | None:
-    if not isinstance(step, dict):
+    if not isinstance(step, dict) or step.get("step_type") != "RESEARCH_CLARIFYING_QUESTIONS":
         return None
-    for holder in (step, *(v for v in step.values() if isinstance(v, dict))):
-        questions = holder.get("questions")
-        if not isinstance(questions, list) or not questions or not isinstance(questions[0], dict):
-            continue
-        if holder.get("answers") or step.get("answers"):  # answered (or skipped): the run goes on
-            return None
-        first = questions[0]
-        text = first.get("question_text")
-        if not isinstance(text, str) or not text.strip():
-            return None
-        options = first.get("options")
-        options = (
-            [o for o in options if isinstance(o, str) and o.strip()] if isinstance(options, list) else []
-        )
-        return Question(
-            text=text.strip()[:2000],
-            options=tuple(o.strip()[:300] for o in options[:OPTIONS_MAX]),
-            skip_seconds=_seconds(holder.get("auto_skip_seconds", step.get("auto_skip_seconds"))),
-            key=str(holder.get("uuid") or step.get("uuid") or "")[:200],  # the answer's tool_uuid
-        )
-    return None
+    content = step.get("content") or step.get("research_clarifying_questions_content")
+    if not isinstance(content, dict) or content.get("answers"):
+        return None
+    asks = [ask for item in as_list(content.get("questions"))[:QUESTIONS_MAX] if (ask := _ask(item))]
+    if not asks:
+        return None
+    return Question(
+        asks=tuple(asks),
+        skip_seconds=_seconds(content.get("auto_skip_seconds")),
+        key=as_str(content.get("uuid") or step.get("uuid"))[:200],
+        title=as_str(content.get("title")).strip()[:300],
+    )
+
+
+def _ask(item: Any) -> Ask | None:
+    text = as_str(item.get("question_text")).strip() if isinstance(item, dict) else ""
+    if not text:
+        return None
+    options = [o.strip()[:300] for o in as_list(item.get("options")) if isinstance(o, str) and o.strip()]
+    return Ask(text[:2000], tuple(options[:OPTIONS_MAX]))
 
 
 def _seconds(value: Any) -> int:

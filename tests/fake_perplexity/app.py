@@ -458,11 +458,11 @@ async def rejoin(send, request: Request) -> None:
 
 def modern_stream(plan: dict) -> list[dict]:
     """The 2026 streams (streams_2026.py) by name: `research` (with `report_kb`, `replaces`,
-    `question`: true or a question object), `thinking`, `turbo`, `error_frame`, `empty`."""
+    `question`: true (two questions) or question objects), `thinking`, `turbo`, `error_frame`, `empty`."""
     kind = plan["stream"]
     if kind == "research":
         question = plan.get("question")
-        question = streams_2026.QUESTION if question is True else question or None
+        question = streams_2026.QUESTIONS if question is True else question or None
         report = streams_2026.report_text(int(float(plan.get("report_kb", 15)) * 1000))
         return streams_2026.research_events(report, int(plan.get("replaces", 40)), question)
     if kind == "thinking":

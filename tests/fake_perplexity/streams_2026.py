@@ -47,6 +47,10 @@ QUESTION = {
     "question_text": "Which region matters most to you?",
     "options": ["Europe", "North America", "Worldwide"],
 }
+QUESTIONS = [
+    QUESTION,
+    {"question_text": "Preferred output format?", "options": ["Report (Recommended)", "Spreadsheet"]},
+]
 
 
 def report_text(size: int = 15_000) -> str:
@@ -103,7 +107,7 @@ def _replace(content: str) -> dict:
 def research_events(
     report: str | None = None,
     replaces: int = 40,
-    question: dict | None = None,
+    question: dict | list[dict] | None = None,
     insights: list[str] | None = None,
     cover: list[str] | None = None,
 ) -> list[dict]:
@@ -119,10 +123,11 @@ def research_events(
     ]  # fmt: skip
     out: list[dict] = [_head("pplx_alpha"), {"status": "PENDING", "blocks": [_plan(steps[:2])]}]
     if question is not None:
+        questions = question if isinstance(question, list) else [question]
         ask = {"step_type": "RESEARCH_CLARIFYING_QUESTIONS", "uuid": "fake-r-1",
-               "research_clarifying_questions_content": {"uuid": QUESTION_TOOL, "questions": [question], "answers": [],
-                                                         "title": "A question before the research",
-                                                         "auto_skip_seconds": question.get("auto_skip_seconds", 60)}}  # fmt: skip
+               "research_clarifying_questions_content": {"uuid": QUESTION_TOOL, "questions": questions, "answers": [],
+                                                         "title": "One definition will change the comparison",
+                                                         "auto_skip_seconds": questions[0].get("auto_skip_seconds", 60)}}  # fmt: skip
         out.append({"status": "PENDING", "blocks": [_plan([*steps[:2], ask])]})
     out += [
         {"status": "PENDING", "blocks": [_plan(steps), {"intended_usage": "web_results",

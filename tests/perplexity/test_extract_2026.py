@@ -158,3 +158,41 @@ def test_a_clarifying_question_is_read_with_sane_limits(question, seconds, optio
     assert r.question.text == "Region?"
     assert r.question.options == options and r.question.skip_seconds == seconds
     assert run(events).question is None  # the run went on and finished
+
+
+def test_clarifying_questions_in_the_text_steps_as_a_real_run_asked_them():
+    """The shape of ak2k's ocio capture (non-diff mode): three questions in one step of the
+    `text` step list, pending while it is the last step; the step stays with `answers: []` after
+    the countdown, with the run's next steps after it."""
+    step = {"step_type": "RESEARCH_CLARIFYING_QUESTIONS", "uuid": "e-1", "content": {
+        "uuid": "tool-1", "title": "One definition will change the comparison", "auto_skip_seconds": 60,
+        "answers": [], "goal_id": "1", "questions": [
+            {"question_text": "How should the fee be read?", "options": ["Published fee (Recommended)", "Negotiated"]},
+            {"question_text": "Firms without a public offering?", "options": ["Leave out", "Estimate"]},
+            {"question_text": "Preferred output format?", "options": ["Report (Recommended)", "Spreadsheet", "Slides", "App"]},
+            {"question_text": ""}, "junk"]}}  # fmt: skip
+    head = [
+        {"step_type": "INITIAL_QUERY", "content": {"query": "fees"}},
+        {"step_type": "LOAD_SKILL", "content": {}},
+    ]
+    waiting = run(
+        [{"status": "PENDING", "search_mode": "RESEARCH", "text": json.dumps([*head, step])}], ended=False
+    )
+    q = waiting.question
+    assert q.key == "tool-1" and q.title.startswith("One definition") and len(q.asks) == 3
+    assert q.asks[2].options == ("Report (Recommended)", "Spreadsheet", "Slides", "App")
+    went_on = [*head, step, {"step_type": "SEARCH_WEB", "content": {"queries": [{"query": "OCIO fees"}]}}]
+    assert (
+        run(
+            [{"status": "PENDING", "search_mode": "RESEARCH", "text": json.dumps(went_on)}], ended=False
+        ).question
+        is None
+    )
+    answered = {**step, "content": {**step["content"], "answers": [{"question": "x", "answer": "y"}]}}
+    assert (
+        run(
+            [{"status": "PENDING", "search_mode": "RESEARCH", "text": json.dumps([*head, answered])}],
+            ended=False,
+        ).question
+        is None
+    )

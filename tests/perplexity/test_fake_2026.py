@@ -62,7 +62,7 @@ async def test_a_clarifying_question_holds_the_research_until_it_is_answered():
     await asyncio.sleep(0.5)
     assert not asking.done()  # held at the question
     async with client() as c:
-        await c.answer_question(s26.QUESTION_TOOL, s26.QUESTION["question_text"], "Europe")
+        await c.answer_question(s26.QUESTION_TOOL, [(s26.QUESTION["question_text"], "Europe")])
     result, _ = await asyncio.wait_for(asking, 10)
     assert result.status == "completed" and result.report
     answered = [r for r in fake.state["requests"] if r["path"].endswith("clarifying_answers")]

@@ -37,7 +37,7 @@ async def test_a_research_report_is_shown_while_it_grows_and_saved_with_the_cove
 
 
 async def test_a_clarifying_question_is_answered_from_the_page(owner, alinked, upstream):
-    events = s26.research_events(s26.report_text(1_000), replaces=3, question=s26.QUESTION)
+    events = s26.research_events(s26.report_text(1_000), replaces=3, question=s26.QUESTIONS)
     held = events.index(next(e for e in events if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)))
     answered = asyncio.Event()
 
@@ -64,12 +64,22 @@ async def test_a_clarifying_question_is_answered_from_the_page(owner, alinked, u
     assert "Which region matters most to you?" in messages[-1] and 'data-seconds="60"' in messages[-1]
     entry = await Entry.objects.aget()
     await comm.send_to(
-        text_data=json.dumps({"action": "clarify", "entry": str(entry.pk), "answer": ["", "Europe"]})
+        text_data=json.dumps(
+            {
+                "action": "clarify",
+                "entry": str(entry.pk),
+                "answer-0": ["Europe", ""],
+                "answer-1": ["", "A memo"],
+            }
+        )
     )
     messages = await receive_until(comm, "status-completed", 10)
     await comm.disconnect()
     body = json.loads(route.calls.last.request.content)
-    assert body["result"]["answers"] == [{"question": s26.QUESTION["question_text"], "answer": "Europe"}]
+    assert body["result"]["answers"] == [
+        {"question": s26.QUESTION["question_text"], "answer": "Europe"},
+        {"question": "Preferred output format?", "answer": "A memo"},
+    ]
     assert body["result"]["tool_uuid"] == s26.QUESTION_TOOL
     assert any(f'id="entry-{entry.pk}-question"' in m and "clarify-form" not in m for m in messages)
 
@@ -80,7 +90,7 @@ async def test_answering_with_nothing_says_what_to_do(owner, alinked, upstream):
     await comm.send_to(text_data=json.dumps({"q": "x"}))
     await receive_until(comm, "entries")
     entry = await Entry.objects.aget()
-    await comm.send_to(text_data=json.dumps({"action": "clarify", "entry": str(entry.pk), "answer": "  "}))
+    await comm.send_to(text_data=json.dumps({"action": "clarify", "entry": str(entry.pk), "answer-0": "  "}))
     messages = await receive_until(comm, "Choose an option")
     await receive_until(comm, "status-completed", 10)
     await comm.disconnect()
