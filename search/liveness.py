@@ -81,9 +81,9 @@ def claim_lost(alive: Collection[int]) -> list[tuple[Entry, AskRequest]]:
     """Entries whose run is gone but named its upstream run (a backend_uuid, on a session),
     claimed by this process (one conditional update each, so two processes never both rejoin
     one), with the request to rejoin them with (protocol.md 8.5)."""
-    dead, lost = _dead(alive)
+    dead, _ = _dead(alive)  # not this process's own lost runs: their end failed here once already
     claimed = []
-    rows = Entry.objects.filter(pk__in=dead + lost, status=Entry.Status.RUNNING).exclude(backend_uuid="")
+    rows = Entry.objects.filter(pk__in=dead, status=Entry.Status.RUNNING).exclude(backend_uuid="")
     for entry in rows.exclude(credential="api_key").select_related("thread", "user"):
         if Entry.objects.filter(pk=entry.pk, runner=entry.runner, status=Entry.Status.RUNNING).update(
             runner=RUNNER, heartbeat=timezone.now()

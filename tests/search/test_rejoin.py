@@ -36,9 +36,7 @@ async def wait_done(pk: int) -> Entry:
 
 async def test_a_lost_run_is_claimed_and_rejoined_to_its_end(owner, alinked, upstream):
     events = answer_stream(["Hello ", "wor", "ld"])
-    upstream.post("/rest/sse/perplexity_ask/reconnect/b-1").respond(
-        headers=SSE, content=sse([whole(events, 4), *events[4:]])
-    )
+    upstream.routes["rejoin"].respond(headers=SSE, content=sse([whole(events, 4), *events[4:]]))
     entry = await lost_entry(owner)
     swept, claimed = await sync_to_async(liveness.beat_and_sweep)(set())
     assert swept == 0 and [e.pk for e, _ in claimed] == [entry.pk]
@@ -54,7 +52,7 @@ async def test_a_lost_run_is_claimed_and_rejoined_to_its_end(owner, alinked, ups
 async def test_a_run_perplexity_no_longer_has_ends_interrupted_with_its_partial_answer(
     owner, alinked, upstream
 ):
-    upstream.post("/rest/sse/perplexity_ask/reconnect/b-1").respond(403, json={})
+    upstream.routes["rejoin"].respond(403, json={})
     entry = await lost_entry(owner)
     _, claimed = await sync_to_async(liveness.beat_and_sweep)(set())
     runner.rejoin_lost(*claimed[0])
