@@ -20,7 +20,10 @@ from tests.fake_perplexity.app import API_KEY
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # the web path's outcomes hold on the API path too (its own 401 is checked below)
-FAULTS = [f for f in WEB_FAULTS if f[0] in ("429", "500", "stall", "no_completed", "reset_mid_stream")]
+FAULTS = [f for f in WEB_FAULTS if f[0] in ("429", "500", "stall", "no_completed")] + [
+    # the API has no rejoin (protocol.md 8.5 is the web app's): a dropped answer stays cut short
+    ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
+]
 
 
 @sync_to_async

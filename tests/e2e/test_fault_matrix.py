@@ -22,9 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 FAULTS = [
     ("reset_before_status", "failed", "pplxweb could not reach Perplexity."),
-    ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
+    ("reset_mid_stream", "completed", ""),  # rejoined (protocol.md 8.5): the run went on upstream
+    ("reset_mid_stream+gone", "truncated", "The connection to Perplexity dropped mid-answer. Rejoining it failed"),
     ("[reset-before]", "failed", "pplxweb could not reach Perplexity."),
-    ("[reset-mid]", "truncated", "The connection to Perplexity dropped mid-answer."),
+    ("[reset-mid]", "completed", ""),
     ("401", "failed", "Perplexity did not accept the linked session. Re-link in Settings."),
     ("403", "failed", "Perplexity's Cloudflare check blocked this server."),
     ("429", "failed", "Perplexity's rate limit: try again in 7 s."),
@@ -47,6 +48,8 @@ FAULTS = [
 def plan_for(fault: str) -> dict:
     if fault.startswith("stream:"):
         return {"stream": fault.removeprefix("stream:"), "pace": 0.01}
+    if fault.endswith("+gone"):  # and Perplexity no longer has the run when pplxweb rejoins it
+        return {"fault": fault.removesuffix("+gone"), "rejoin": "gone", "pace": 0.01}
     return {"fault": "" if fault.startswith("[") else fault, "pace": 0.01}
 
 
@@ -70,7 +73,9 @@ async def test_every_fault_ends_in_its_status_and_sentence_and_the_next_search_w
             assert entry.status == status, (fault, entry.status, entry.error)
             assert sentence in entry.error, (fault, entry.error)
             assert sentence.replace("'", "&#x27;") in seen, fault
-            if fault in ("stall", "no_completed", "reset_mid_stream", "[reset-mid]"):
+            if fault in ("reset_mid_stream", "[reset-mid]"):  # rejoined: the whole answer
+                assert entry.answer.endswith("It lies on the Seine."), (fault, entry.answer)
+            if fault in ("stall", "no_completed", "reset_mid_stream+gone"):
                 assert entry.answer.startswith("Paris is the"), fault  # the partial answer is kept
             # and the saved page says the same after a reload
             saved = await asyncio.to_thread(page_text, f"{pplxweb_server}/thread/{entry.thread_id}/", cookie)

@@ -26,7 +26,7 @@ sent with `GET /_requests`:
   `empty`; see modern_stream()). A research stream with a `question` holds after it until
   `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
-  rejoins it (the `rejoin_gone` fault answers 403 `{}`).
+  rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
@@ -396,7 +396,9 @@ async def ask(send, request: Request) -> None:
             stream = [e for e in stream if str(e.get("status", "")).upper() != "COMPLETED"]
     else:
         answer = plan.get("answer") or DEFAULT_ANSWER
-        stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
+        # a reset cuts the connection, not the run: it goes on to its end (for a rejoin)
+        complete = fault not in OPEN_ENDED or fault == "reset_mid_stream"
+        stream = events(answer, model=plan.get("model", model), complete=complete)
         remember_run(stream, float(plan.get("pace", 0.02)))
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
@@ -441,13 +443,13 @@ def whole(events: list[dict]) -> dict:
 async def rejoin(send, request: Request) -> None:
     """POST /rest/sse/perplexity_ask/reconnect/<backend_uuid>: the run so far as one frame, then
     the rest on its schedule; a finished run is one COMPLETED frame; an unknown one (or with the
-    `rejoin_gone` fault) is 403 `{}`, as Perplexity answers for a deleted thread."""
+    plan's `"rejoin": "gone"`) is 403 `{}`, as Perplexity answers for a deleted thread."""
     uuid = request.path.rsplit("/", 1)[-1]
     run = (state.get("runs") or {}).get(uuid)
     if not signed_in(request):
         await respond(send, 401, {"error": "unauthorized"})
         return
-    if run is None or (state.get("ask") or {}).get("fault") == "rejoin_gone":
+    if run is None or (state.get("ask") or {}).get("rejoin") == "gone":
         await respond(send, 403, {})
         return
     stream, pace = run["events"], run["pace"]
