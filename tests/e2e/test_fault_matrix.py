@@ -23,7 +23,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FAULTS = [
     ("reset_before_status", "failed", "pplxweb could not reach Perplexity."),
     ("reset_mid_stream", "completed", ""),  # rejoined (protocol.md 8.5): the run went on upstream
-    ("reset_mid_stream+gone", "truncated", "The connection to Perplexity dropped mid-answer. Rejoining it failed"),
+    (
+        "reset_mid_stream+gone",
+        "truncated",
+        "The connection to Perplexity dropped mid-answer. Rejoining it failed",
+    ),
     ("[reset-before]", "failed", "pplxweb could not reach Perplexity."),
     ("[reset-mid]", "completed", ""),
     ("401", "failed", "Perplexity did not accept the linked session. Re-link in Settings."),
