@@ -3,7 +3,7 @@ Research stream whose 15 KB report grows by 1,000 whole replaces, then 2,000.
 
     make bench        (or: .venv/bin/python -m tests.benchmarks.stream [EVENTS])
 
-Prints events per second and peak traced memory for each size, and the time ratio; per-event
+Prints events per second of CPU time and peak traced memory for each size, and the time ratio; per-event
 work must not grow with the answer so far, so 5x the events should cost at most ~6x the time,
 and 2x the report's replaces (at the same report size) at most 2.2x. Not a test: it only prints
 figures.
@@ -67,19 +67,19 @@ def replay(body: bytes) -> tuple[int, Snapshot]:
     return count, snapshot
 
 
-def measure(events: int) -> tuple[int, float, float, int]:
-    body = build(events)
+def measure(body: bytes) -> tuple[int, float, float, Snapshot]:
+    """Events, CPU seconds (best of five: a shared machine's load moves wall time a lot), peak
+    traced MB, and the final snapshot of one replay of `body`."""
     best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
+    for _ in range(5):
+        started = time.process_time()
         count, snapshot = replay(body)
-        best = min(best, time.perf_counter() - started)
-    answer = extract(snapshot, ended=True).answer
+        best = min(best, time.process_time() - started)
     tracemalloc.start()
     replay(body)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return count, best, peak / 1e6, len(answer)
+    return count, best, peak / 1e6, snapshot
 
 
 def research_body(replaces: int, size: int = 15_000) -> bytes:
@@ -90,36 +90,24 @@ def research_body(replaces: int, size: int = 15_000) -> bytes:
     return (body + "event: end_of_stream\r\ndata: {}\r\n\r\n").encode()
 
 
-def measure_research(replaces: int) -> tuple[int, float, float, float, int]:
-    body = research_body(replaces)
-    best = float("inf")
-    for _ in range(5):  # CPU time, best of five: a shared machine's load moves wall time a lot
-        started = time.process_time()
-        count, snapshot = replay(body)
-        best = min(best, time.process_time() - started)
-    report = extract(snapshot, ended=True).report
-    tracemalloc.start()
-    replay(body)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return count, len(body) / 1e6, best, peak / 1e6, len(report)
-
-
 def main() -> None:
     base = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
     print(f"{'events':>8} {'seconds':>8} {'events/s':>10} {'peak MB':>8} {'answer KB':>10}")
     times = {}
     for n in (base, base * 5):
-        count, seconds, peak, answer = measure(n)
+        count, seconds, peak, snapshot = measure(build(n))
         times[n] = seconds
+        answer = len(extract(snapshot, ended=True).answer)
         print(f"{count:>8} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {answer / 1024:>10.0f}")
     print(f"5x the events took {times[base * 5] / times[base]:.2f}x the time (target: at most 6x)")
     print()
     print(f"{'replaces':>8} {'MB':>6} {'seconds':>8} {'events/s':>10} {'peak MB':>8} {'report KB':>10}")
     times = {}
     for replaces in (1000, 2000):
-        count, mb, seconds, peak, report = measure_research(replaces)
+        body = research_body(replaces)
+        count, seconds, peak, snapshot = measure(body)
         times[replaces] = seconds
+        mb, report = len(body) / 1e6, len(extract(snapshot, ended=True).report)
         print(
             f"{replaces:>8} {mb:>6.1f} {seconds:>8.3f} {count / seconds:>10,.0f} {peak:>8.1f} {report / 1000:>10.1f}"
         )
