@@ -16,13 +16,16 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from pplxweb import collector  # noqa: E402
 from search import warm  # noqa: E402
+from search.library import keeper  # noqa: E402
 from search.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+application = keeper.starting(  # library imports run in the server (search/library/keeper.py)
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )
 
 warm.up()  # the first search after a restart should be as quick as the next

@@ -10,7 +10,8 @@ so a generated library of thousands costs little. Tests steer it with `POST /_li
   turns each, newest first;
 - `{"threads": [spec, ...]}`: a library of these threads; a spec has `title`, `turns` (a count
   or turn specs: `q`, `a`, `shape` one of SHAPES, `image`, `report`, `sources`), `gone` (a
-  refusal code), optional `slug`, `context_uuid`;
+  refusal code: the thread is listed, its detail refused, as when it went between the two),
+  optional `slug`, `context_uuid`;
 - `{"change": {"touch": [i, ...], "rename": {"i": "title"}, "delete": [i, ...], "add": N,
   "slug": {"i": "new-slug"}}}`: thread i (in the current order) gets a new turn, a new title, is
   deleted (detail answers ENTRY_DELETED, listing leaves it out), N new threads, a new slug;
@@ -94,8 +95,8 @@ def change(ops: dict) -> None:
         threads[int(i)]["title"] = title
     for i, slug in (ops.get("slug") or {}).items():
         threads[int(i)]["slug"] = slug
-    for i in ops.get("delete", []):
-        threads[int(i)]["gone"] = "ENTRY_DELETED"
+    for i in ops.get("delete", []):  # gone from the listing too
+        threads[int(i)].update(gone="ENTRY_DELETED", unlisted=True)
     for _ in range(int(ops.get("add", 0))):
         later += timedelta(seconds=1)
         lib["threads"].append(_thread({"turns": 1}, 10_000 + _serial(), later))
@@ -218,7 +219,7 @@ def list_ask_threads(request, signed_in) -> tuple[int, Any, list]:
     body = request.json()
     limit = max(1, min(int(body.get("limit") or 20), 100))
     offset = max(0, int(body.get("offset") or 0))
-    threads = [t for t in ordered() if t["gone"] != "ENTRY_DELETED"]
+    threads = [t for t in ordered() if not t.get("unlisted")]
     if lib["faults"].get("endless") and threads:
         page = [threads[(offset + i) % len(threads)] for i in range(limit)]
         return 200, [listed(t, offset + i, True) for i, t in enumerate(page)], []
