@@ -302,14 +302,17 @@ def control(request) -> tuple[int, Any, list]:
 
 
 def followup_refusal(request) -> tuple[int, Any, list] | None:
-    """A follow-up in a thread that is gone here is refused as Perplexity does (400 + its code)."""
+    """A follow-up in a thread that is gone here (named by its token or one of its turns) is
+    refused as Perplexity does: 400 and the code."""
     try:
         params = json.loads(request.body or b"{}").get("params") or {}
     except (ValueError, AttributeError):
         return None
-    last = params.get("last_backend_uuid") if isinstance(params, dict) else None
-    for thread in lib["threads"] if last else []:
-        if thread["gone"] and any(t["uuid"] == last for t in thread["turns"]):
+    if not isinstance(params, dict) or not params.get("last_backend_uuid"):
+        return None
+    last, token = params["last_backend_uuid"], params.get("read_write_token")
+    for thread in lib["threads"]:
+        if thread["gone"] and (token == thread["token"] or any(t["uuid"] == last for t in thread["turns"])):
             return 400, {"error": thread["gone"], "message": "This entry is gone"}, []
     return None
 
