@@ -62,10 +62,20 @@ def cancelled(job_id: int) -> bool:
     return LibraryJob.objects.filter(pk=job_id, cancel_requested=True).exists()
 
 
-def searching(user, shared: bool) -> bool:
-    """A search is running that the job should wait for: the person's own, or on a shared link anyone's."""
+GO, WAIT, CANCEL = "go", "wait", "cancel"
+
+
+def before_request(job_id: int, user_id: int, shared: bool) -> str:
+    """Whether the job may send its next request now (one trip to the database per request):
+    CANCEL when Cancel was pressed, WAIT while a search runs that goes first (the person's own,
+    or on a shared link anyone's), else GO, with the request counted."""
+    if cancelled(job_id):
+        return CANCEL
     running = Entry.objects.filter(status=Entry.Status.RUNNING)
-    return (running if shared else running.filter(user=user)).exists()
+    if (running if shared else running.filter(user=user_id)).exists():
+        return WAIT
+    count(job_id, requests=1)
+    return GO
 
 
 # --- the listing ----------------------------------------------------------------------------

@@ -58,7 +58,7 @@ MAX_PAGES = 100  # pages of one thread (10,000 turns)
 BACKOFF = (30, 60, 120, 240, 300)  # seconds after a 429 without Retry-After
 RATE_LIMITS = 6  # 429s in a row before the job stops
 RETRIES = 3  # for a server error or a dropped connection
-PROGRESS_EVERY = 0.25  # seconds between progress updates to the page
+PROGRESS_EVERY = 0.5  # seconds between progress updates to the page (a render is ~10-30 ms)
 KEPT = "What was imported so far is kept; start again to go on."
 
 
@@ -146,10 +146,13 @@ class JobRun:
         limited = failures = 0
         while True:
             await self.wait(self.last_request + self.pace - time.monotonic())
-            while await db(jobs.searching)(self.user, self.shared):  # searches first
+            verdict = await db(jobs.before_request)(self.job.pk, self.user.pk, self.shared)
+            if verdict == jobs.CANCEL:
+                raise Cancelled
+            if verdict == jobs.WAIT:  # searches first
                 await self.wait(1.0)
+                continue
             self.last_request = time.monotonic()
-            await db(jobs.count)(self.job.pk, requests=1)
             try:
                 return await call(self.client, *args)
             except RateLimited as exc:
@@ -165,7 +168,9 @@ class JobRun:
 
     async def wait(self, seconds: float) -> None:
         """Sleep, a second at a time, saying the job is alive and heeding a Cancel."""
-        deadline = time.monotonic() + max(seconds, 0.0)
+        if seconds <= 0:
+            return
+        deadline = time.monotonic() + seconds
         while True:
             if await db(jobs.cancelled)(self.job.pk):
                 raise Cancelled
