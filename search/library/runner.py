@@ -58,7 +58,7 @@ MAX_PAGES = 100  # pages of one thread (10,000 turns)
 BACKOFF = (30, 60, 120, 240, 300)  # seconds after a 429 without Retry-After
 RATE_LIMITS = 6  # 429s in a row before the job stops
 RETRIES = 3  # for a server error or a dropped connection
-PROGRESS_EVERY = 0.5  # seconds between progress updates to the page (a render is ~10-30 ms)
+PROGRESS_EVERY = 1.0  # seconds between progress updates to the page (a render costs ~10-40 ms)
 KEPT = "What was imported so far is kept; start again to go on."
 
 
