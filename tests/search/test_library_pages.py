@@ -131,6 +131,7 @@ async def test_the_socket_sends_the_section_with_this_browsers_csrf_token(owner)
     anonymous = WebsocketCommunicator(application, "/ws/library/", headers=[ORIGIN])
     connected, _ = await anonymous.connect()
     assert not connected
+    await anonymous.disconnect()
 
 
 @pytest.mark.django_db
