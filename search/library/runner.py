@@ -243,7 +243,8 @@ class JobRun:
             return
         if saved.thread_id is None:
             await db(jobs.count)(self.job.pk, skipped=1)
-            await db(jobs.add_note)(self.job.pk, title, "It has no questions in it.")
+            reason = store.ALREADY if saved.already else "It has no questions in it."
+            await db(jobs.add_note)(self.job.pk, title, reason)
             return
         await db(jobs.count)(self.job.pk, fetched=1, new_entries=len(saved.new))
         for entry_id, turn in saved.new:

@@ -20,6 +20,7 @@ LOOKUP_BATCH = 500
 NO_QUESTION = "(Perplexity kept no question for this turn)"
 NO_ANSWER = "Perplexity kept no answer for this question."
 CUT = "This answer was longer than pplxweb keeps ({} MB); the rest was left out."
+ALREADY = "Its questions are all here already, in another conversation."
 IMAGE_PENDING = "This image was not saved: the import stopped before it was downloaded."
 
 
@@ -59,11 +60,13 @@ def save_thread(row_id: int, turns: list[Turn], reports: dict[str, str]) -> Save
         fresh = [t for t in unique if t.backend_uuid not in here]
         thread = Thread.objects.filter(pk=row.thread_id).first() if row.thread_id else None
         if thread is None and here:  # its turns came here another way (asked in pplxweb)
-            thread = Thread.objects.filter(pk=next(iter(here.values())), user=row.user_id).first()
+            ids = set(here.values())
+            thread = Thread.objects.filter(pk__in=ids, user=row.user_id, upstream__isnull=True).first()
         if thread is None and not fresh:
-            row.state, row.reason = LibraryThread.State.SKIPPED, "It has no questions in it."
+            row.state = LibraryThread.State.SKIPPED
+            row.reason = ALREADY if here else "It has no questions in it."
             row.save(update_fields=["state", "reason"])
-            return Saved(None, [], 0)
+            return Saved(None, [], len(here))
         last = unique[-1] if unique else None
         if thread is None:
             thread = Thread.objects.create(user_id=row.user_id, title=_title(row, unique))

@@ -18,7 +18,8 @@ so a generated library of thousands costs little. Tests steer it with `POST /_li
 - `{"faults": {...}}`: `rate_every` (every n-th library call answers 429), `retry_after`,
   `repeat` (each listing page repeats the previous page's last thread), `endless` (the listing
   never ends), `challenge` / `unauthorized` (every library call refused), `no_account` (the
-  session names no account), `empty` (the listing answers `[]`);
+  session names no account), `empty` (the listing answers `[]`), `stuck_cursor` (a thread's
+  next page is always the first);
 - `GET /_library`: counts of calls by kind.
 """
 
@@ -246,6 +247,15 @@ def thread_detail(request, signed_in, slug: str) -> tuple[int, Any, list]:
         return 400, {"error": thread["gone"], "message": "This entry is gone"}, []
     limit = max(1, min(int(request.query.get("limit") or 10), 100))
     start = int(request.query.get("cursor", "c0")[1:] or 0)  # offset is ignored, as upstream
+    if lib["faults"].get("stuck_cursor"):  # a cursor that never moves on
+        turns = thread["turns"][:limit]
+        body = {
+            "status": "success",
+            "entries": [entry(thread, t, "h") for t in turns],
+            "has_next_page": True,
+            "next_cursor": "c0",
+        }
+        return 200, body, []
     turns = thread["turns"][start : start + limit]
     more = start + limit < len(thread["turns"])
     host = request.headers.get("host", "localhost")

@@ -283,3 +283,25 @@ async def test_the_job_waits_for_a_running_search(owner, linked):
         await sync_to_async(Entry.objects.filter(pk=entry.pk).update)(status="completed")
         await task
     assert (await sync_to_async(LibraryJob.objects.get)(pk=job.pk)).fetched == 1
+
+
+async def test_a_cursor_that_does_not_move_fails_the_thread_not_the_job(owner, linked):
+    fake_library.lib["threads"] = fake_library.generate(2, 3)
+    fake_library.lib["faults"] = {"stuck_cursor": True}
+    job = await run(owner)
+    assert job.state == "done" and job.failed == 2 and job.fetched == 0
+    assert "did not move on" in job.notes[0]["reason"]
+    assert await entries(owner) == []  # nothing half-written
+    assert fake_library.lib["calls"]["thread"] == 4  # two pages each, then it stopped
+
+
+async def test_a_turn_in_two_threads_is_stored_once(owner, linked):
+    library(
+        {"title": "first", "turns": [{"uuid": "shared-turn"}, {}]},
+        {"title": "second", "turns": [{"uuid": "shared-turn"}]},
+    )
+    job = await run(owner)
+    assert job.state == "done" and job.new_entries == 2 and job.failed == 0
+    assert job.skipped == 1 and "all here already" in job.notes[0]["reason"]
+    got = await entries(owner)
+    assert sorted(e.backend_uuid for e in got).count("shared-turn") == 1
