@@ -11,6 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import PerplexityAccount
+from accounts.services.credentials import keep_rotated_cookies
 from pplxweb.perplexity.library import Listed
 from search.library.store import clean
 from search.models import Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
@@ -62,15 +63,18 @@ def cancelled(job_id: int) -> bool:
     return LibraryJob.objects.filter(pk=job_id, cancel_requested=True).exists()
 
 
-GO, WAIT, CANCEL = "go", "wait", "cancel"
+GO, WAIT, CANCEL, UNLINKED = "go", "wait", "cancel", "unlinked"
 
 
 def before_request(job_id: int, user_id: int, shared: bool) -> str:
     """Whether the job may send its next request now (one trip to the database per request):
-    CANCEL when Cancel was pressed, WAIT while a search runs that goes first (the person's own,
-    or on a shared link anyone's), else GO, with the request counted."""
+    CANCEL when Cancel was pressed, UNLINKED once the account was unlinked, WAIT while a search
+    runs that goes first (the person's own, or on a shared link anyone's), else GO, with the
+    request counted."""
     if cancelled(job_id):
         return CANCEL
+    if not PerplexityAccount.objects.filter(user=user_id, session__isnull=False).exclude(session="").exists():
+        return UNLINKED  # Unlink erases the session at once: the job's copy goes unused from here
     running = Entry.objects.filter(status=Entry.Status.RUNNING)
     if (running if shared else running.filter(user=user_id)).exists():
         return WAIT
@@ -227,3 +231,9 @@ def due_syncs() -> int:
 
 def recently_heard(job: LibraryJob) -> bool:
     return job.heartbeat is not None and timezone.now() - job.heartbeat < timedelta(seconds=30)
+
+
+def keep_cookies(account: PerplexityAccount, before: dict, after: dict) -> None:
+    """The session's cookies as Perplexity left them, unless the account was unlinked meanwhile."""
+    if PerplexityAccount.objects.filter(pk=account.pk, session__isnull=False).exclude(session="").exists():
+        keep_rotated_cookies(account, before, after)

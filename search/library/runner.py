@@ -22,7 +22,6 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from accounts.services import make_client
-from accounts.services.credentials import keep_rotated_cookies
 from accounts.services.link import mark_auth_problem
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import (
@@ -108,7 +107,7 @@ class JobRun:
                 try:
                     await self.work()
                 finally:
-                    await db(keep_rotated_cookies)(account, cookies, dict(client.cookies))
+                    await db(jobs.keep_cookies)(account, cookies, dict(client.cookies))
         except Cancelled:
             state, error = LibraryJob.State.CANCELLED, f"Cancelled. {KEPT}"
         except Stop as exc:
@@ -149,6 +148,8 @@ class JobRun:
             verdict = await db(jobs.before_request)(self.job.pk, self.user.pk, self.shared)
             if verdict == jobs.CANCEL:
                 raise Cancelled
+            if verdict == jobs.UNLINKED:
+                raise Stop(f"The Perplexity account was unlinked, so the import stopped. {KEPT}")
             if verdict == jobs.WAIT:  # searches first
                 await self.wait(1.0)
                 continue

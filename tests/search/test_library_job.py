@@ -305,3 +305,23 @@ async def test_a_turn_in_two_threads_is_stored_once(owner, linked):
     assert job.skipped == 1 and "all here already" in job.notes[0]["reason"]
     got = await entries(owner)
     assert sorted(e.backend_uuid for e in got).count("shared-turn") == 1
+
+
+async def test_unlinking_stops_the_job_and_its_cookies_are_not_written_back(owner, linked):
+    from accounts.services import unlink
+
+    fake_library.lib["threads"] = fake_library.generate(5, 1)
+    real = runner.thread_page
+
+    async def unlinking(client, slug, cursor=""):
+        await sync_to_async(unlink)(owner)
+        return await real(client, slug, cursor)
+
+    runner.thread_page = unlinking
+    try:
+        job = await run(owner)
+    finally:
+        runner.thread_page = real
+    assert job.state == "stopped" and "unlinked" in job.error and job.fetched == 1
+    account = await sync_to_async(PerplexityAccount.objects.get)(pk=linked.pk)
+    assert not account.session  # the job did not bring the session back
