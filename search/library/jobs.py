@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -50,7 +51,9 @@ def start(user, kind: str = LibraryJob.Kind.IMPORT, automatic: bool = False) -> 
             raise JobRefused("An import of your library is already running; wait for it or cancel it.")
         if kind == LibraryJob.Kind.SYNC and not LibraryThread.objects.filter(user=user).exists():
             kind = LibraryJob.Kind.IMPORT  # nothing imported yet: a sync is the whole import
-        return LibraryJob.objects.create(user=user, kind=kind, automatic=automatic, runner="")
+        # a keeper (keeper.py) claims it within a second; a process without one runs it itself
+        runner = "" if settings.LIBRARY_KEEPER else RUNNER
+        return LibraryJob.objects.create(user=user, kind=kind, automatic=automatic, runner=runner)
 
 
 def cancel(user) -> bool:
