@@ -119,6 +119,8 @@ class JobRun:
             state, error = LibraryJob.State.STOPPED, f"{exc.message} {KEPT}"
         except asyncio.CancelledError:  # the server is stopping: the next start resumes the job
             raise
+        except LibraryJob.DoesNotExist:  # the person was removed, and their job with them
+            return
         except Exception:
             log.exception("library job %s failed", self.job.pk)
             state, error = LibraryJob.State.STOPPED, f"pplxweb hit an error it did not expect. {KEPT}"
@@ -329,6 +331,8 @@ def launch(job_id: int, client_factory: ClientFactory | None = None) -> asyncio.
         try:
             job = await db(jobs.reload)(job_id)
             await JobRun(job, client_factory).run()
+        except LibraryJob.DoesNotExist:  # removed with its person before it began
+            return
         finally:
             JOBS.pop(job_id, None)
 
