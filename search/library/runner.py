@@ -57,6 +57,7 @@ MAX_PAGES = 100  # pages of one thread (10,000 turns)
 BACKOFF = (30, 60, 120, 240, 300)  # seconds after a 429 without Retry-After
 RATE_LIMITS = 6  # 429s in a row before the job stops
 RETRIES = 3  # for a server error or a dropped connection
+EMPTY_TRIES, EMPTY_WAIT = 3, 1.5  # an empty first listing page is asked for again before it is believed
 PROGRESS_EVERY = 1.0  # seconds between progress updates to the page (a render costs ~10-40 ms)
 KEPT = "What was imported so far is kept; start again to go on."
 
@@ -186,7 +187,7 @@ class JobRun:
     # --- the listing ----------------------------------------------------------------------------
 
     async def listing(self, job: LibraryJob) -> None:
-        offset = job.offset
+        offset, empty = job.offset, 0
         while True:
             if offset >= MAX_LISTED:
                 note = (
@@ -196,6 +197,10 @@ class JobRun:
                 return
             page = await self.request(list_threads, offset)
             if offset == 0 and not page:
+                empty += 1
+                if empty < EMPTY_TRIES:  # a session still settling upstream answers [] at first
+                    await self.wait(EMPTY_WAIT)
+                    continue
                 await self.empty_listing(job)
                 return
             items = [item for item in map(parse_listed, page) if item is not None]
@@ -219,7 +224,11 @@ class JobRun:
                 f"Perplexity listed no threads, although {known:,} were imported before; nothing was "
                 "changed. Its session may be only half valid: re-link in Settings and sync again."
             )
-        await db(jobs.listing_done)(job, True, "Perplexity listed no threads for this account.")
+        note = (
+            f"Perplexity listed no threads for this account ({EMPTY_TRIES} times, with the session "
+            "confirmed). If your library there is not empty, re-link in Settings and import again."
+        )
+        await db(jobs.listing_done)(job, True, note)
 
     # --- one thread -----------------------------------------------------------------------------
 

@@ -159,6 +159,14 @@ async def test_an_empty_first_page_is_not_an_empty_library(owner, linked):
     job = await run(owner, "sync")
     assert job.state == "stopped" and "listed no threads, although 3 were imported" in job.error
     assert not await sync_to_async(LibraryThread.objects.filter(deleted=True).exists)()
+    assert fake_library.lib["calls"]["list"] == 1 + 3  # the import's page, then three tries
+
+
+async def test_a_first_import_of_an_empty_listing_says_so(owner, linked):
+    fake_library.lib["faults"] = {"empty": True}
+    job = await run(owner)
+    assert job.state == "done" and job.listed == 0
+    assert "listed no threads for this account (3 times" in job.notes[0]["reason"]
 
 
 async def test_a_session_without_an_account_is_said_before_listing(owner, linked):
