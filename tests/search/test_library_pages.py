@@ -154,3 +154,18 @@ def test_a_refused_follow_up_becomes_a_new_question_with_its_context(owner_clien
     assert f"?carry={refused.pk}".encode() in page.content
     home = owner_client.get(f"/?carry={refused.pk}")
     assert b"Earlier in this conversation I asked:" in home.content
+
+
+@pytest.mark.django_db
+def test_an_imported_answer_is_exported_and_imported_back_with_its_mark(owner, member):
+    from search import export, imports
+
+    thread = Thread.objects.create(user=owner, title="From the library")
+    Entry.objects.create(
+        thread=thread, user=owner, question="Imported q", answer="Imported a", origin="perplexity",
+        backend_uuid="up-1", status="completed",
+    )  # fmt: skip
+    data = json.dumps(export.thread_json(thread)).encode()
+    assert imports.import_history(member, data) == (1, 0)
+    copy = Entry.objects.get(user=member)
+    assert copy.origin == "perplexity" and copy.backend_uuid == "up-1"
