@@ -99,6 +99,8 @@ def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
                 user=job.user_id, key__in=[i.key for i in items]
             )
         }
+        new: list[LibraryThread] = []
+        seen: list[int] = []  # unchanged threads: only marked as listed, in one statement
         for item in items:
             row = known.get(item.key)
             if row is not None and row.seen_by == job.pk:
@@ -109,13 +111,22 @@ def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
                     user_id=job.user_id, key=item.key, slug=item.slug, title=clean(item.title)
                 )
                 counts["new"] += 1
+                new.append(row)
             else:
-                counts[_compare(row, item)] += 1
+                verdict = _compare(row, item)
+                counts[verdict] += 1
+                if verdict == "unchanged" and row.slug == item.slug:
+                    seen.append(row.pk)
+                    row.seen_by = job.pk
+                    continue
             if row.state == LibraryThread.State.PENDING:  # fetched next: what the listing says now
                 row.activity, row.count, row.title = item.activity, item.count, clean(item.title) or row.title
             row.seen_by, row.slug = job.pk, item.slug
-            row.save()
+            if row.pk:
+                row.save()
             known[item.key] = row
+        LibraryThread.objects.bulk_create(new)
+        LibraryThread.objects.filter(pk__in=seen).update(seen_by=job.pk)
         LibraryJob.objects.filter(pk=job.pk).update(
             offset=F("offset") + len(items),
             listed=F("listed") + counts["new"] + counts["changed"] + counts["renamed"] + counts["unchanged"],
