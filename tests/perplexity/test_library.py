@@ -134,3 +134,18 @@ async def test_an_expired_report_link_is_refreshed():
         assert await library.fetch_report(c, url) is None  # the stored link has expired
         fresh = await library.fresh_asset_url(c, uuid)
         assert await library.fetch_report(c, fresh) == "# Report\n\nDeep text."
+
+
+async def test_bytes_that_are_not_utf8_are_read_with_replacement_characters():
+    def reply(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/auth/session":
+            return httpx.Response(200, json={"user": {"id": "acc"}})
+        body = b'[{"slug": "s-1", "context_uuid": "c-1", "title": "caf\xe9 \xff\xfe", "last_query_datetime": "x"}]'
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    cookies = jar.with_session({}, fake.TOKEN)
+    async with PerplexityClient(BASE, BASE, transport=httpx.MockTransport(reply), cookies=cookies) as c:
+        await library.library_account(c)
+        page = await library.list_threads(c, 0)
+    item = library.parse_listed(page[0])
+    assert item.title == "caf\ufffd \ufffd\ufffd" and item.key == "c-1"
