@@ -8,6 +8,7 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, user_passes_test
 from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -29,6 +30,7 @@ from accounts.forms import (
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
+from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
 
@@ -155,6 +157,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         .exclude(user=user)
         .exists(),
     }
+    context.update(library_display.context(user), library_csrf=get_token(request))
     return render(request, "accounts/settings.html", context, status=status)
 
 

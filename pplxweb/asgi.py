@@ -15,11 +15,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from pplxweb import collector  # noqa: E402
 from pplxweb.origin import SameOriginValidator  # noqa: E402
-from search import (  # noqa: E402
-    liveness,
-    runner,
-    warm,
-)
+from search import liveness, runner, warm  # noqa: E402
+from search.library import keeper  # noqa: E402
 from search.routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -38,12 +35,14 @@ def starting(app):
     return wrapped
 
 
-application = starting(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-        }
+application = keeper.starting(  # library imports run in the server (search/library/keeper.py)
+    starting(
+        ProtocolTypeRouter(
+            {
+                "http": django_asgi_app,
+                "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            }
+        )
     )
 )
 

@@ -56,6 +56,19 @@ def env_int(env: Environ, name: str, default: int, minimum: int = 0, maximum: in
     return value
 
 
+def env_float(env: Environ, name: str, default: float, minimum: float = 0.0, maximum: float = 1e9) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not minimum <= value <= maximum:
+        raise ConfigError(f"{name} must be a number from {minimum:g} to {maximum:g}; got {raw!r}.")
+    return value
+
+
 def env_list(env: Environ, name: str) -> list[str]:
     return [item.strip() for item in env.get(name, "").split(",") if item.strip()]
 

@@ -17,6 +17,7 @@ from pplxweb.env import (
     env_bind,
     env_bool,
     env_choice,
+    env_float,
     env_int,
     env_list,
     env_networks,
@@ -50,6 +51,9 @@ PERPLEXITY_API_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_API_URL", "https://api.per
 # seconds: the longest silence inside an answer, and the cap on a whole answer (deep research x10 / x6)
 PERPLEXITY_READ_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_READ_TIMEOUT", 60, 1, 3600)
 PERPLEXITY_ANSWER_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT", 300, 1, 36000)
+# seconds between two upstream requests of a library import (at most one a second; 0: no pacing)
+LIBRARY_PACE = env_float(ENV, "PPLXWEB_LIBRARY_PACE", 1.0, 0.0, 3600.0)
+LIBRARY_KEEPER = True  # each server process starts and resumes library jobs (search/library/keeper.py)
 PERPLEXITY_IMPERSONATE = env_choice(
     ENV, "PPLXWEB_IMPERSONATE", "chrome", ("chrome", "safari", "firefox", "edge", "off")
 )

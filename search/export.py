@@ -92,6 +92,7 @@ def entry_json(entry: Entry) -> dict:
         "model": entry.model,
         "error": entry.error,
         "backend_uuid": entry.backend_uuid,
+        "origin": entry.origin,  # "perplexity": imported from the Perplexity library
         "images": [  # "file": its place in the history zip (a thread's own JSON has no files)
             {
                 "caption": str(r.get("caption") or ""),

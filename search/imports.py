@@ -231,6 +231,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         model=str(item.get("model") or "")[:80],
         error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
         backend_uuid=str(item.get("backend_uuid") or "")[:200],
+        origin="perplexity" if item.get("origin") == "perplexity" else "",
     )
 
 

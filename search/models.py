@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import time
+
 from django.conf import settings
 from django.db import models
 
@@ -55,6 +57,7 @@ class Entry(models.Model):
     credential = models.CharField(max_length=20, blank=True)
     backend_uuid = models.CharField(max_length=200, blank=True)
     context_uuid = models.CharField(max_length=200, blank=True)  # for terminate (protocol.md 8.5)
+    origin = models.CharField(max_length=20, blank=True)  # "perplexity": imported from the library
     # shapes of the stream pplxweb did not know: {"blocks": {usage: n}, "steps": {...}, "fields": {...}}
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
@@ -73,6 +76,8 @@ class Entry(models.Model):
             models.Index(fields=["user", "-id"], name="search_entry_user_recent"),
             # the history page's order (newest asked first), and import's "already here?"
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
+            # the library import's "is this turn here?" (upstream ids are unique per person)
+            models.Index(fields=["user", "backend_uuid"], name="search_entry_user_upstream"),
         ]
         verbose_name_plural = "entries"
 
@@ -87,3 +92,94 @@ class Entry(models.Model):
     @property
     def running(self) -> bool:
         return self.status == self.Status.RUNNING
+
+
+class LibraryJob(models.Model):
+    """One import or sync of a person's Perplexity library (search.library): its progress, kept
+    as it goes so a restart resumes it, and its summary at the end."""
+
+    class Kind(models.TextChoices):
+        IMPORT = "import", "import"
+        SYNC = "sync", "sync"
+
+    class State(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        STOPPED = "stopped", "stopped"  # with a sentence in `error`; what it fetched is kept
+        CANCELLED = "cancelled", "cancelled"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="library_jobs")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.IMPORT)
+    automatic = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
+    phase = models.CharField(max_length=10, default="listing")  # "listing", then "fetching"
+    offset = models.PositiveIntegerField(default=0)  # how far the listing got
+    listed = models.PositiveIntegerField(default=0)
+    fetched = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+    new_entries = models.PositiveIntegerField(default=0)
+    requests = models.PositiveIntegerField(default=0)
+    walked = models.BooleanField(default=False)  # the listing reached its end
+    notes = models.JSONField(default=list, blank=True)  # [{"title", "reason"}] of skipped/failed threads
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    runner = models.CharField(max_length=120, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    started = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-started"]), models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"library {self.kind} of {self.user} ({self.state})"
+
+    @property
+    def running(self) -> bool:
+        return self.state == self.State.RUNNING
+
+
+class LibraryThread(models.Model):
+    """A thread of a person's Perplexity library as pplxweb last saw it, and its conversation here."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "to fetch"
+        DONE = "done", "imported"
+        SKIPPED = "skipped", "skipped"
+        FAILED = "failed", "failed"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)  # context_uuid (a slug can change), else uuid or slug
+    slug = models.CharField(max_length=200)
+    title = models.CharField(max_length=300, blank=True)
+    activity = models.CharField(max_length=40, blank=True)  # last_query_datetime at the last fetch
+    count = models.IntegerField(null=True, blank=True)  # query_count at the last fetch
+    thread = models.OneToOneField(
+        Thread, null=True, blank=True, on_delete=models.SET_NULL, related_name="upstream"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=300, blank=True)
+    seen_by = models.PositiveIntegerField(default=0)  # the last job whose listing showed it
+    deleted = models.BooleanField(default=False)  # deleted (or expired) on Perplexity; kept here
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="library_thread_key")]
+        indexes = [models.Index(fields=["user", "state"])]
+
+    def __str__(self) -> str:
+        return self.title or self.slug
+
+
+class LibrarySchedule(models.Model):
+    """A person's automatic library sync: off by default, daily at a time they choose."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    enabled = models.BooleanField(default=False)
+    at = models.TimeField(default=time(3, 0))  # in the server's time zone (PPLXWEB_TIME_ZONE)
+    last_run = models.DateField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"library sync of {self.user}"

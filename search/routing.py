@@ -3,7 +3,9 @@ from __future__ import annotations
 from django.urls import path
 
 from search.consumers import SearchConsumer
+from search.library.consumers import LibraryConsumer
 
 websocket_urlpatterns = [
     path("ws/search/", SearchConsumer.as_asgi()),
+    path("ws/library/", LibraryConsumer.as_asgi()),
 ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from search import history_views, views
+from search.library import views as library_views
 
 app_name = "search"
 
@@ -20,4 +21,7 @@ urlpatterns = [
     path("history/import/", history_views.import_view, name="import"),
     path("thread/<int:pk>/export.<str:kind>", history_views.export_thread, name="export_thread"),
     path("opensearch.xml", views.opensearch, name="opensearch"),
+    path("library/start/", library_views.start, name="library_start"),
+    path("library/cancel/", library_views.cancel, name="library_cancel"),
+    path("library/schedule/", library_views.schedule, name="library_schedule"),
 ]

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from search import images, liveness, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
-from search.models import Entry, Thread
+from search.library import carry
+from search.models import Entry, LibraryThread, Thread
 
 RECENT = 8  # conversations listed under the box on the search page
 
@@ -52,6 +53,14 @@ def home(request: HttpRequest) -> HttpResponse:
             request,
             "search/home.html",
             {"form": _form(request.user, entry.question, options=entry.options), "options_open": True},
+        )
+    carried = request.GET.get("carry", "")
+    if carried.isdigit() and len(carried) < 19:
+        # a follow-up Perplexity refused (search/library/carry.py): the earlier turn in a new question
+        entry = services.entry_for(request.user, int(carried))
+        question = carry.question_with_context(entry)
+        return render(
+            request, "search/home.html", {"form": _form(request.user, question, options=entry.options)}
         )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     autoask = bool(question.strip()) and _asked_by_the_person(request)
@@ -145,6 +154,7 @@ def thread(request: HttpRequest, pk: int) -> HttpResponse:
     thread = services.thread_for(request.user, pk)
     context = _thread_context(request.user, thread)
     context["form"] = _form(request.user, thread=thread)
+    context["upstream"] = LibraryThread.objects.filter(thread=thread).first()  # imported from Perplexity
     return render(request, "search/thread.html", context)
 
 

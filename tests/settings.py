@@ -17,3 +17,5 @@ for name in ("PPLXWEB_ADMIN_USER", "PPLXWEB_ADMIN_PASSWORD", "PPLXWEB_DEBUG", "P
     os.environ.pop(name, None)
 
 from pplxweb.settings import *  # noqa: E402, F403
+
+LIBRARY_KEEPER = False  # library jobs run where a test starts them (the e2e server keeps its own)

@@ -28,6 +28,7 @@ from pplxweb.perplexity.errors import (
 )
 from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
 from pplxweb.perplexity.responses import (
+    ERROR_BODY_LIMIT,
     check_response,
     is_json,
     json_body,
@@ -140,15 +141,18 @@ class PerplexityClient:
                 raise NetworkError() from None
         raise AssertionError("unreachable")
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """A small JSON call: the whole body is read (at most ERROR_BODY_LIMIT when it failed)."""
+    async def _call(
+        self, method: str, path: str, *, limit: int = ERROR_BODY_LIMIT, **kwargs: Any
+    ) -> httpx.Response:
+        """A small JSON call: the body is read, at most `limit` bytes (the library's replies are
+        larger, pplxweb.perplexity.library asks for more)."""
         headers = self._headers(kwargs.pop("headers", None))
         request = self._http.build_request(
             method, urljoin(self.base_url + "/", path.lstrip("/")), headers=headers, **kwargs
         )
         response = await self._send(request)
         try:
-            await read_limited(response)
+            await read_limited(response, limit)
         finally:
             await response.aclose()
         self.remember_cookies(response)

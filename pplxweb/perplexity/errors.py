@@ -75,3 +75,21 @@ class SignInError(PerplexityError):
     """A sign-in step was refused; the message says which and what to do."""
 
     message = "Perplexity refused the sign-in."
+
+
+GONE = {  # Perplexity's codes for a thread it will not show or continue, and what that means
+    "ENTRY_DELETED": "deleted on Perplexity",
+    "ENTRY_EXPIRED": "expired on Perplexity (it purges threads after about three months)",
+    "VIEW_THREAD_NOT_ALLOWED": "not viewable with this account on Perplexity",
+    "THREAD_NOT_FOUND": "not found on Perplexity",
+}
+
+
+class ThreadGone(PerplexityError):
+    """Perplexity refuses one conversation for good (deleted, expired, not viewable)."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        super().__init__(
+            f"Perplexity no longer has this conversation: it is {GONE.get(code, GONE['THREAD_NOT_FOUND'])}."
+        )

@@ -8,11 +8,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from pplxweb.perplexity.errors import (
+    GONE,
     AuthError,
     ChallengeError,
     RateLimited,
     RequestRejected,
     SignInError,
+    ThreadGone,
     UpstreamError,
 )
 
@@ -23,17 +25,17 @@ CF_MARKERS = (
 )  # fmt: skip
 
 
-async def read_limited(response: httpx.Response) -> None:
-    """Read at most ERROR_BODY_LIMIT bytes into response._content (enough to classify)."""
+async def read_limited(response: httpx.Response, limit: int = ERROR_BODY_LIMIT) -> None:
+    """Read at most `limit` bytes into response._content (by default enough to classify)."""
     body = bytearray()
     try:
         async for chunk in response.aiter_bytes():
             body += chunk
-            if len(body) >= ERROR_BODY_LIMIT:
+            if len(body) >= limit:
                 break
     except httpx.HTTPError:
         pass
-    response._content = bytes(body[:ERROR_BODY_LIMIT])
+    response._content = bytes(body[:limit])
 
 
 def is_json(response: httpx.Response) -> bool:
@@ -68,11 +70,23 @@ def retry_after(response: httpx.Response) -> int | None:
     return max(1, min(int(value), 86_400)) if value.isdigit() else None
 
 
+def gone_code(response: httpx.Response) -> str:
+    """The code of a refused conversation (deleted, expired, not viewable: errors.GONE) that a
+    400, 403 or 404 carries in its JSON, else ""."""
+    if response.status_code not in (400, 403, 404) or not is_json(response):
+        return ""
+    text = response.content[:4096].decode("utf-8", "replace")
+    return next((code for code in GONE if f'"{code}"' in text), "")
+
+
 def check_response(response: httpx.Response) -> None:
     """Raise the error a person can act on for a failed (or disguised) response."""
     status = response.status_code
     if looks_like_challenge(response):
         raise ChallengeError()
+    code = gone_code(response)
+    if code:
+        raise ThreadGone(code)
     if status == 401:
         raise AuthError()
     if status == 403:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import streams_2026
+from tests.fake_perplexity import library, streams_2026
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -144,6 +144,8 @@ async def application(scope, receive, send) -> None:
         state["requests"].append(request.record)
     if request.method == "GET" and request.path.startswith("/_media/"):
         await respond(send, 200, headers=[(b"content-type", b"image/png")], raw=png(), kind=b"image/png")
+        return
+    if await library.serve(send, request, signed_in):  # the library's paths (library.py)
         return
     handler = ROUTES.get((request.method, request.path), not_found)
     if request.method == "POST" and request.path.startswith("/rest/sse/perplexity_ask/reconnect/"):

@@ -36,6 +36,18 @@ def _save_runs_on_shutdown() -> None:
     reactor.addSystemEventTrigger("before", "shutdown", save)
 
 
+def _start_library_keeper() -> None:
+    """Library jobs left running by the last stop resume at once, not with the first visit."""
+    import asyncio
+
+    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
+    from twisted.internet import reactor
+
+    from search.library import keeper
+
+    reactor.callWhenRunning(lambda: asyncio.get_event_loop().call_soon(keeper.ensure_started))
+
+
 def use_temp_dir(max_age: float = 86400) -> None:
     """This process's temporary files (Django spools a request's body with tempfile's default)
     go to settings.TEMP_DIR; leftovers of a crash older than a day are removed."""
@@ -67,6 +79,7 @@ class Command(BaseCommand):
         from daphne.cli import CommandLineInterface
 
         _save_runs_on_shutdown()
+        _start_library_keeper()
         bind = settings.BIND
         CommandLineInterface().run(
             ["-b", bind.host, "-p", str(bind.port), "--access-log", "-", "pplxweb.asgi:application"]

@@ -1,0 +1,52 @@
+"""The Settings page's socket: the library job's progress, live."""
+
+from __future__ import annotations
+
+import re
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from search.library import display
+from search.library.runner import group
+
+TOKEN = re.compile(r"[A-Za-z0-9]{32,64}")
+
+
+def _csrf(scope) -> str:
+    """This browser's own CSRF cookie, for the section's forms (one fragment goes to every tab)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                key, _, token = part.strip().partition("=")
+                if key == settings.CSRF_COOKIE_NAME and TOKEN.fullmatch(token):
+                    return token
+    return ""
+
+
+class LibraryConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.group = group(user.pk)
+        self.csrf = _csrf(self.scope)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        # what the job did while the page loaded
+        await self.send(text_data=self.with_csrf(await database_sync_to_async(display.fragment)(user)))
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return  # the page only listens
+
+    async def library_fragment(self, event: dict) -> None:
+        await self.send(text_data=self.with_csrf(event["html"]))
+
+    def with_csrf(self, html: str) -> str:
+        return html.replace(display.CSRF_SLOT, self.csrf)
