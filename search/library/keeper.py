@@ -9,6 +9,7 @@ conditional UPDATE, so only one runs it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import weakref
@@ -44,8 +45,6 @@ def ensure_started() -> None:
     loop = asyncio.get_running_loop()
     task = _keepers.get(loop)
     if task is None or task.done():
-        import contextvars
-
         _keepers[loop] = loop.create_task(keep(), name="library-keeper", context=contextvars.Context())
 
 
