@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from django.template.loader import render_to_string
 
 from search.models import Entry
-from search.render import render_answer, render_sources
+from search.render import render_answer, render_report, render_sources
 
 
 def catalogue_models(data: dict | None = None) -> dict:
@@ -25,8 +27,28 @@ def model_label(slug: str, models: dict | None = None) -> str:
     return f"{label} ({slug})" if label and label.lower() != slug.lower() else slug
 
 
+CITATION = re.compile(r"\[(\d{1,3})\]")
+
+
+def answer_markdown(entry: Entry) -> str:
+    """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
+    count = len(entry.sources)
+    text = CITATION.sub(
+        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
+    ).strip()
+    notes = [
+        f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
+        for n, s in enumerate(entry.sources, start=1)
+        if isinstance(s, dict)
+    ]
+    return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+
+
 def entry_context(entry: Entry) -> dict:
+    report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
     return {
+        "report_html": report_html,
+        "report_toc": report_toc,
         "entry": entry,
         "model": model_label(entry.model),
         "answer_html": render_answer(entry.answer, entry.sources),
