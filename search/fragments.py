@@ -35,7 +35,7 @@ TAIL_RENDER_EVERY = 1.0  # seconds, for a tail over BIG_TAIL
 BIG_TAIL = 4096  # characters
 OPEN_LINK = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?$")  # "[King A", "[King](https://ex"
 CITED = re.compile(r"\[\d{1,3}\]$")
-DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$", re.MULTILINE)
+DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 STEPS_SHOWN = 30  # the latest steps a running answer shows
 
 
@@ -66,6 +66,7 @@ class AnswerStream:
     entry_id: int
     committed: str = ""  # the markdown sent as rendered blocks
     tail_sent: str = ""  # markdown after `committed` already in the browser's tail
+    tail_shown: str = ""  # what the browser shows of it (unclosed `**` closed)
     tail_rendered_at: float = 0.0
     sources_key: tuple = ()
     blocks_sources_key: tuple = ()
@@ -88,15 +89,17 @@ class AnswerStream:
             fragments.append(self._blocks(done, sources))
             self.committed += done
             tail = tail[starts[-1] :]
-            self.tail_sent, reset = "", True
+            self.tail_sent, self.tail_shown, reset = "", "", True
         if final:
-            return [*fragments, self._tail("")] if reset or self.tail_sent else fragments
+            return [*fragments, self._tail("")] if reset or self.tail_shown else fragments
         shown = settled(tail)
         now = time.monotonic()
         big = len(tail) > BIG_TAIL and now - self.tail_rendered_at < TAIL_RENDER_EVERY
-        if (shown != self.tail_sent or reset) and not (big and not reset):
+        if (shown != self.tail_shown or reset) and not (big and not reset):
             fragments.append(self._tail(render_answer(shown, sources) if shown else ""))
-            self.tail_sent, self.tail_rendered_at = shown, now
+            # what the browser has of the text: the settled part, less the markers it closed
+            self.tail_sent = tail[: len(shown.rstrip("*`"))] if shown else ""
+            self.tail_shown, self.tail_rendered_at = shown, now
         return fragments
 
     def shows(self, text: str) -> bool:
@@ -111,7 +114,7 @@ class AnswerStream:
 
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
-        self.committed, self.tail_sent = text, ""
+        self.committed, self.tail_sent, self.tail_shown = text, "", ""
         self.blocks_sources_key = self._key(sources)
         return render_to_string(
             "search/answer_fragment.html",
@@ -136,6 +139,10 @@ class AnswerStream:
         return tuple(s.url if hasattr(s, "url") else s.get("url") for s in sources)
 
 
+def _cells(line: str) -> int:
+    return len(line.strip().strip("|").split("|"))
+
+
 def settled(tail: str) -> str:
     """The growing last block without what would show as raw markdown until more arrives: a
     table before its delimiter row or its unfinished last row, a link's `[label` or `](url`, and
@@ -143,8 +150,9 @@ def settled(tail: str) -> str:
     if tail.lstrip().startswith(("```", "~~~", "    ")):
         return tail
     if tail.lstrip().startswith("|"):
-        if not DELIMITER_ROW.search(tail):
-            return ""  # a table's header, still without the row that makes it one
+        lines = tail.split("\n")
+        if len(lines) < 3 or not DELIMITER_ROW.match(lines[1]) or _cells(lines[0]) != _cells(lines[1]):
+            return ""  # a table's header, still without the whole row that makes it one
         if not tail.endswith("\n"):
             tail = tail[: tail.rfind("\n") + 1]  # its unfinished row
         return tail

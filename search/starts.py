@@ -20,7 +20,7 @@ from django.db import IntegrityError
 from django.http import Http404, QueryDict
 
 from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import catalogue
+from accounts.services import NoCredential, catalogue
 from search import services
 from search.display import catalogue_models
 from search.forms import SearchForm
@@ -40,7 +40,9 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     for i, _ in valid:
         if asks[i][0].pk not in preloaded:
             outcomes[i] = f"{UNREADABLE} Nothing was started."
-    valid = [(i, form) for i, form in valid if asks[i][0].pk in preloaded]
+        elif not preloaded[asks[i][0].pk]:  # no credential at all: say so, write no entry
+            outcomes[i] = NoCredential.message
+    valid = [(i, form) for i, form in valid if preloaded.get(asks[i][0].pk)]
     people = {asks[i][0].pk: asks[i][0] for i, _ in valid}
     try:
         valid, started = _start(asks, valid, people, outcomes)

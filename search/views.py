@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.services.credentials import credentials_for_many
+from accounts.services.credentials import NoCredential, credentials_for_many
 from search import images, runner, services
 from search.display import answer_markdown, entry_context
 from search.forms import SearchForm
@@ -87,6 +87,9 @@ async def ask(request: HttpRequest) -> HttpResponse:
 def _start(user, form: SearchForm):
     """(entry, upstream request), or None with the reason added to the form."""
     if not form.is_valid():
+        return None
+    if credentials_for_many([user])[user.pk] is None:  # no entry that could only fail
+        form.add_error(None, NoCredential.message)
         return None
     try:
         entry = services.start_search(

@@ -323,9 +323,10 @@ async def test_turbo_answering_another_model_warns(owner, alinked, upstream):
     assert entry.downgraded and entry.status == "completed"
 
 
-async def test_no_link_at_all_says_what_to_do(owner, upstream):
-    joined = "".join(await ask(owner, {"q": "x"}, "status-failed"))
+async def test_no_link_at_all_says_what_to_do_and_starts_nothing(owner, upstream):
+    joined = "".join(await ask(owner, {"q": "x"}, "search-error"))
     assert "Link your Perplexity account in Settings first" in joined
+    assert await Entry.objects.acount() == 0  # no entry that could only fail
 
 
 @pytest.mark.parametrize(
