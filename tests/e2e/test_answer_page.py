@@ -72,6 +72,7 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     box = await page.locator("#search-form").bounding_box()
     assert box["y"] + box["height"] <= height + 1
     await shoot(page, "follow-up")
+    thread_path = page.url.removeprefix(base).split("#")[0]
     await page.goto(f"{base}/history/")
     await shoot(page, "history")
     await page.goto(f"{base}/settings/")
@@ -79,3 +80,15 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     assert await page.evaluate("window.scrollY") == 0
     control(fake_perplexity, ask={})
     assert page.console_errors == []
+    # page weight: each page, cold (a fresh cache), under 100 KiB as transferred
+    state = await page.context.storage_state()
+    for path in ("/", thread_path, "/history/", "/settings/"):
+        context = await page.context.browser.new_context(storage_state=state)
+        cold = await context.new_page()
+        finished = []
+        cold.on("requestfinished", lambda request, into=finished: into.append(request))
+        await cold.goto(f"{base}{path}", wait_until="networkidle")
+        weight = sum([(await r.sizes())["responseBodySize"] for r in finished])
+        print(f"page weight {path}: {weight / 1024:.1f} KiB in {len(finished)} requests")
+        assert 0 < weight < 100 * 1024, (path, weight)
+        await context.close()
