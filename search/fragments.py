@@ -8,7 +8,7 @@ Each fragment is rendered from a template and replaces (or appends to) an elemen
 - the growing last block (the tail) is rendered as markdown and replaces `entry-N-tail` each
   time it grows, less what would show as raw markdown until more arrives (`settled`: a table's
   unfinished row, a link's `[label`, an unclosed `**`); a block over BIG_TAIL characters (one
-  huge table) is re-rendered at most once a second;
+  huge table) is re-rendered at most once a second, one over LONG_TAIL four times a second;
 - if upstream rewrites text already sent, the whole answer is sent again.
 
 The other parts of a running entry (status, steps, sources, related questions, meta, images) are
@@ -31,8 +31,10 @@ from search.display import model_label
 from search.models import Entry
 from search.render import render_answer, render_sources, scrub
 
-TAIL_RENDER_EVERY = 1.0  # seconds, for a tail over BIG_TAIL
-BIG_TAIL = 4096  # characters
+# The tail is re-rendered whole, so a long one is re-sent less often: at each update up to
+# LONG_TAIL characters, then at most every TAIL_EVERY seconds, and every TAIL_RENDER_EVERY over BIG_TAIL.
+LONG_TAIL, TAIL_EVERY = 300, 0.25
+BIG_TAIL, TAIL_RENDER_EVERY = 4096, 1.0
 OPEN_LINK = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?$")  # "[King A", "[King](https://ex"
 CITED = re.compile(r"\[\d{1,3}\]$")
 DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
@@ -94,9 +96,9 @@ class AnswerStream:
             return [*fragments, self._tail("")] if reset or self.tail_shown else fragments
         shown = settled(tail)
         now = time.monotonic()
-        big = len(tail) > BIG_TAIL and now - self.tail_rendered_at < TAIL_RENDER_EVERY
-        if (shown != self.tail_shown or reset) and not (big and not reset):
-            fragments.append(self._tail(render_answer(shown, sources) if shown else ""))
+        wait = TAIL_RENDER_EVERY if len(tail) > BIG_TAIL else TAIL_EVERY if len(tail) > LONG_TAIL else 0.0
+        if (shown != self.tail_shown or reset) and (reset or now - self.tail_rendered_at >= wait):
+            fragments.append(self._tail(render_answer(shown, sources, cards=False) if shown else ""))
             # what the browser has of the text: the settled part, less the markers it closed
             self.tail_sent = tail[: len(shown.rstrip("*`"))] if shown else ""
             self.tail_shown, self.tail_rendered_at = shown, now

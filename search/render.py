@@ -127,11 +127,11 @@ def _citations(state: StateCore) -> None:
             if token.type != "text" or in_link or "[" not in token.content:
                 children.append(token)
                 continue
-            children += _split_citations(token, sources)
+            children += _split_citations(token, sources, state.env.get("cards", True))
         block.children = children
 
 
-def _split_citations(token: Token, sources: Sequence[Any]) -> list[Token]:
+def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -> list[Token]:
     """Each `[n]` with an http(s) source becomes a chip: the site's name (its number when several
     stand together, "[1][2]"), and a card with the title, site and snippet shown on hover or
     focus. The link's own name is what a screen reader says: "source 3: title, site"."""
@@ -145,7 +145,7 @@ def _split_citations(token: Token, sources: Sequence[Any]) -> list[Token]:
         )
         if match.start() > last:
             out.append(_text(token.content[last : match.start()]))
-        out += _chip(n, sources[n - 1], together)
+        out += _chip(n, sources[n - 1], together, cards)
         last = match.end()
     if last == 0:
         return [token]
@@ -158,16 +158,24 @@ def _cited(sources: Sequence[Any], n: int) -> bool:
     return 1 <= n <= len(sources) and bool(_source_url(sources[n - 1]))
 
 
-def _chip(n: int, source: Any, numbered: bool) -> list[Token]:
+def _chip(n: int, source: Any, numbered: bool, cards: bool = True) -> list[Token]:
     info = source_info(n, source)
     link = Token("link_open", "a", 1)
     label = f"source {n}: {info['title']}, {info['host']}"
     link.attrs = {"href": info["url"], "class": "cite", "aria-label": label[:400]}
     card = (
-        f'<span class="cite-card"><span class="cite-title">{escape(info["title"][:160])}</span>'
-        f'<span class="cite-host">{escape(info["host"])}</span>'
-        + (f'<span class="cite-snippet">{escape(info["snippet"][:220])}</span>' if info["snippet"] else "")
-        + "</span>"
+        ""
+        if not cards
+        else (
+            f'<span class="cite-card"><span class="cite-title">{escape(info["title"][:160])}</span>'
+            f'<span class="cite-host">{escape(info["host"])}</span>'
+            + (
+                f'<span class="cite-snippet">{escape(info["snippet"][:220])}</span>'
+                if info["snippet"]
+                else ""
+            )
+            + "</span>"
+        )
     )
     html = Token("html_inline", "", 0)
     html.content = f'<span class="cite-site">{escape(str(n) if numbered else info["site"])}</span>{card}'
@@ -217,8 +225,10 @@ def clean(html: str) -> str:
     )
 
 
-def render_answer(markdown: str, sources: Sequence[Any] = ()) -> SafeString:
-    """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`."""
+def render_answer(markdown: str, sources: Sequence[Any] = (), cards: bool = True) -> SafeString:
+    """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`; `cards`: each
+    citation carries its source's card (a live answer's growing tail leaves them out: it is
+    re-sent at each update, and its blocks bring them once finished)."""
     text = scrub(markdown or "").translate(BIDI)
     note = ""
     if len(text) > MAX_MARKDOWN:
@@ -226,7 +236,7 @@ def render_answer(markdown: str, sources: Sequence[Any] = ()) -> SafeString:
             text[:MAX_MARKDOWN],
             "<p><em>(The answer is too long to show in full.)</em></p>",
         )
-    html = _markdown().render(text, {"sources": list(sources)})
+    html = _markdown().render(text, {"sources": list(sources), "cards": cards})
     return mark_safe(clean(html) + note)  # noqa: S308 - nh3 output with our allowlist
 
 

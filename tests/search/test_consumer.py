@@ -382,6 +382,8 @@ async def test_at_most_two_running_searches(owner, alinked, upstream):
 async def test_another_persons_thread_is_not_found(owner, member, alinked, upstream):
     serve(upstream, Paced(answer_stream(["mine"])))
     await ask(owner, {"q": "private"}, "status-completed")
+    alinked.shared = True  # the member can search (else that is what they are told first)
+    await alinked.asave()
     entry = await Entry.objects.aget()
     other = await connect(member, f"/ws/search/?thread={entry.thread_id}")
     reply = await other.receive_from(timeout=5)
