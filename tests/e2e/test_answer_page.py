@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import expect
 
 from tests.e2e.conftest import ARTIFACTS, control
@@ -16,15 +17,22 @@ from tests.e2e.test_journeys import PHONE, ask, first_run, link
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DESKTOP = {"width": 1280, "height": 800}
+AXE = Axe()
 
 
-async def shoot(page, name: str) -> None:
-    """`name` in both colour schemes."""
+async def shoot(page, name: str, audit: bool = True) -> None:
+    """`name` in both colour schemes, each checked by axe-core: no serious or critical violation."""
     ARTIFACTS.mkdir(exist_ok=True)
     size = "phone" if page.viewport_size["width"] < 600 else "desktop"
     for scheme in ("light", "dark"):
         await page.emulate_media(color_scheme=scheme)
         await page.screenshot(path=str(ARTIFACTS / f"answer-page-{size}-{name}-{scheme}.png"))
+        if audit:
+            results = await AXE.run(page)
+            bad = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+            assert not bad, f"{name} ({scheme}):\n" + "\n".join(
+                results.generate_report(v["id"]) for v in bad
+            )
     await page.emulate_media(color_scheme="light")
 
 
