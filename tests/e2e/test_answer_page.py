@@ -30,9 +30,7 @@ async def shoot(page, name: str, audit: bool = True) -> None:
         if audit:
             results = await AXE.run(page)
             bad = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
-            assert not bad, f"{name} ({scheme}):\n" + "\n".join(
-                results.generate_report(v["id"]) for v in bad
-            )
+            assert not bad, f"{name} ({scheme}):\n" + "\n".join(results.generate_report(v["id"]) for v in bad)
     await page.emulate_media(color_scheme="light")
 
 
