@@ -208,3 +208,41 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
         WIDE
     )
     await shoot(page, "bad-input", audit=False)
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
+async def test_a_report_and_a_cut_short_answer(page, pplxweb_server):
+    from django.contrib.auth import get_user_model
+
+    from search.models import Entry, Thread
+    from tests.search.test_answer_page import SOURCES, long_report
+
+    base = pplxweb_server
+    name = f"report{page.viewport_size['width']}"
+    await first_run(page, base, name)
+    user = await get_user_model().objects.aget(username=name)
+    thread = await Thread.objects.acreate(user=user, title="Deep question")
+    await Entry.objects.acreate(
+        thread=thread, user=user, question="What changed in bread science?", status="completed",
+        answer="A cover note: the report below has the details [1].", sources=SOURCES, report=long_report(15_000),
+    )  # fmt: skip
+    cut = await Entry.objects.acreate(
+        thread=thread, user=user, question="And then?", status="truncated", answer="The dough rises and the Co",
+        error="Perplexity's stream ended before the answer was complete.", first_text_ms=900, sources=SOURCES,
+    )  # fmt: skip
+    await page.goto(f"{base}/thread/{thread.pk}/")
+    report = page.locator(".report")
+    await report.locator("h3").scroll_into_view_if_needed()
+    await shoot(page, "report")
+    if page.viewport_size["width"] > 1000:  # the contents stay beside the text while it scrolls
+        await page.locator("#r-part-12").scroll_into_view_if_needed()
+        toc = await page.locator(".report-toc").bounding_box()
+        assert 0 <= toc["y"] < 100
+        await shoot(page, "report-scrolled")
+    line = page.locator(f"#entry-{cut.pk}-meta .cut")
+    await expect(line).to_contain_text("The answer stopped here: Perplexity's stream ended")
+    await expect(line.locator("button")).to_have_text("Retry")
+    await line.scroll_into_view_if_needed()
+    await shoot(page, "cut-short")
+    await report.locator("summary").click()  # it folds
+    await expect(page.locator(".report-body")).to_be_hidden()
