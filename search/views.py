@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.fields import DecryptionError
 from accounts.services.credentials import NoCredential, credentials_for_many
 from search import images, runner, services
 from search.display import answer_markdown, entry_context
@@ -66,7 +67,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "form": _form(request.user, question),
             "autoask": bool(question.strip()),
             "recent": recent,
-            "needs_link": credentials_for_many([request.user])[request.user.pk] is None,
+            "needs_link": not _can_search(request.user),
         },
     )
 
@@ -84,11 +85,20 @@ async def ask(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
 
+def _can_search(user) -> bool:
+    """Whether `user` has a credential a search could use (an unreadable one counts: its run
+    says what is wrong with it)."""
+    try:
+        return credentials_for_many([user])[user.pk] is not None
+    except DecryptionError:
+        return True
+
+
 def _start(user, form: SearchForm):
     """(entry, upstream request), or None with the reason added to the form."""
     if not form.is_valid():
         return None
-    if credentials_for_many([user])[user.pk] is None:  # no entry that could only fail
+    if not _can_search(user):  # no entry that could only fail
         form.add_error(None, NoCredential.message)
         return None
     try:
