@@ -132,6 +132,8 @@ async def test_another_persons_thread_and_stop_are_not_found(owner, member, alin
     serve(upstream, Paced(answer_stream(["x"])))
     await (await client_for(owner)).post(reverse("search:ask"), {"q": "mine"})
     entry = await Entry.objects.aget()
+    alinked.shared = True  # the member can search (else that is what they are told first)
+    await alinked.asave()
     other = await client_for(member)
     assert (await other.get(reverse("search:thread", args=[entry.thread_id]))).status_code == 404
     assert (await other.post(reverse("search:stop", args=[entry.pk]))).status_code == 404
