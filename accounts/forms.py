@@ -39,6 +39,10 @@ class SetupForm(UserCreationForm):
         model = get_user_model()
         fields = ("setup_code", "username")
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["username"].widget.attrs.pop("autofocus", None)  # the setup code has it
+
     def clean_setup_code(self) -> str:
         code = self.cleaned_data["setup_code"]
         if not services.setup_code_matches(code):
@@ -53,6 +57,11 @@ class MemberForm(UserCreationForm):
     class Meta:
         model = get_user_model()
         fields = ("username",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Settings opens at its top, not scrolled down to "Add a person"
+        self.fields["username"].widget.attrs.pop("autofocus", None)
 
 
 class EmailForm(forms.Form):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.template.loader import render_to_string
 
 from search.models import Entry
@@ -25,12 +27,31 @@ def model_label(slug: str, models: dict | None = None) -> str:
     return f"{label} ({slug})" if label and label.lower() != slug.lower() else slug
 
 
+CITATION = re.compile(r"\[(\d{1,3})\]")
+
+
+def answer_markdown(entry: Entry) -> str:
+    """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
+    count = len(entry.sources)
+    text = CITATION.sub(
+        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
+    ).strip()
+    notes = [
+        f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
+        for n, s in enumerate(entry.sources, start=1)
+        if isinstance(s, dict)
+    ]
+    return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+
+
 def entry_context(entry: Entry) -> dict:
+    report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
     return {
+        "report_html": report_html,
+        "report_toc": report_toc,
         "entry": entry,
         "model": model_label(entry.model),
         "answer_html": render_answer(entry.answer, entry.sources),
-        "report": report_context(entry.pk, entry.report, entry.running),
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
@@ -38,10 +59,10 @@ def entry_context(entry: Entry) -> dict:
     }
 
 
-def report_context(entry_id: int, markdown: str, running: bool, oob: bool = False) -> dict:
-    """What templates/search/report_fragment.html draws: a Deep Research report and its contents."""
-    html, toc = render_report(markdown)
-    return {"entry_id": entry_id, "report_html": html, "toc": toc, "running": running, "oob": oob}
+def report_context(entry_id: int, markdown: str, sources, running: bool) -> dict:
+    """What the live report fragment draws (templates/search/report_fragment.html)."""
+    html, toc = render_report(markdown, sources) if markdown else ("", [])
+    return {"entry_id": entry_id, "report_html": html, "toc": toc, "running": running, "oob": True}
 
 
 def entry_html(entry: Entry) -> str:

@@ -91,6 +91,9 @@ class SearchForm(forms.Form):
         """`catalogue`: the model catalogue when the caller has read it already (else it is read)."""
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = [(c.slug, c.label) for c in model_choices(catalogue)]
+        # no maxlength: a browser would cut a long paste silently; the page counts, the form refuses
+        self.fields["q"].widget.attrs.pop("maxlength", None)
+        self.fields["q"].widget.attrs["data-max"] = str(MAX_QUESTION)
 
     def clean_q(self) -> str:
         # a socket's JSON can carry lone surrogates (no database stores them); NUL is refused

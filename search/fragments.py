@@ -5,8 +5,10 @@ Each fragment is rendered from a template and replaces (or appends to) an elemen
 
 - blocks of the answer that are complete (every top-level block but the last) are rendered
   once and appended to `entry-N-blocks`;
-- the growing last block (the tail) travels as plain text appended to `entry-N-tail`, and is
-  re-rendered as markdown at most once a second while it keeps growing;
+- the growing last block (the tail) is rendered as markdown and replaces `entry-N-tail` each
+  time it grows, less what would show as raw markdown until more arrives (`settled`: a table's
+  unfinished row, a link's `[label`, an unclosed `**`); a block over BIG_TAIL characters (one
+  huge table) is re-rendered at most once a second, one over LONG_TAIL four times a second;
 - if upstream rewrites text already sent, the whole answer is sent again.
 
 The other parts of a running entry (status, steps, sources, related questions, meta, images) are
@@ -15,13 +17,13 @@ re-rendered whole, each only when what it shows changed (`changed_parts`).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils.html import conditional_escape
 from markdown_it import MarkdownIt
 
 from pplxweb.perplexity.extract import Result
@@ -29,7 +31,13 @@ from search.display import model_label, report_context
 from search.models import Entry
 from search.render import render_answer, render_sources, scrub
 
-TAIL_RENDER_EVERY = 1.0  # seconds
+# The tail is re-rendered whole, so a long one is re-sent less often: at each update up to
+# LONG_TAIL characters, then at most every TAIL_EVERY seconds, and every TAIL_RENDER_EVERY over BIG_TAIL.
+LONG_TAIL, TAIL_EVERY = 300, 0.25
+BIG_TAIL, TAIL_RENDER_EVERY = 4096, 1.0
+OPEN_LINK = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?$")  # "[King A", "[King](https://ex"
+CITED = re.compile(r"\[\d{1,3}\]$")
+DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 REPORT_RENDER_EVERY = 2.0  # seconds between re-renders of a growing research report
 STEPS_SHOWN = 30  # the latest steps a running answer shows
 
@@ -61,6 +69,7 @@ class AnswerStream:
     entry_id: int
     committed: str = ""  # the markdown sent as rendered blocks
     tail_sent: str = ""  # markdown after `committed` already in the browser's tail
+    tail_shown: str = ""  # what the browser shows of it (unclosed `**` closed)
     tail_rendered_at: float = 0.0
     sources_key: tuple = ()
     blocks_sources_key: tuple = ()
@@ -87,17 +96,17 @@ class AnswerStream:
             fragments.append(self._blocks(done, sources))
             self.committed += done
             tail = tail[starts[-1] :]
-            self.tail_sent, reset = "", True
+            self.tail_sent, self.tail_shown, reset = "", "", True
         if final:
-            return [*fragments, self._tail("", replace=True)] if reset or self.tail_sent else fragments
-        delta = tail[len(self.tail_sent) :]
+            return [*fragments, self._tail("")] if reset or self.tail_shown else fragments
+        shown = settled(tail)
         now = time.monotonic()
-        if delta and self.tail_sent and now - self.tail_rendered_at >= TAIL_RENDER_EVERY:
-            fragments.append(self._tail(render_answer(tail, sources), replace=True, rendered=True))
-            self.tail_rendered_at = now
-        elif delta or reset:
-            fragments.append(self._tail(delta, replace=reset))  # one fragment: reset and new text
-        self.tail_sent = tail
+        wait = TAIL_RENDER_EVERY if len(tail) > BIG_TAIL else TAIL_EVERY if len(tail) > LONG_TAIL else 0.0
+        if (shown != self.tail_shown or reset) and (reset or now - self.tail_rendered_at >= wait):
+            fragments.append(self._tail(render_answer(shown, sources, cards=False) if shown else ""))
+            # what the browser has of the text: the settled part, less the markers it closed
+            self.tail_sent = tail[: len(shown.rstrip("*`"))] if shown else ""
+            self.tail_shown, self.tail_rendered_at = shown, now
         return fragments
 
     def shows(self, text: str) -> bool:
@@ -112,7 +121,7 @@ class AnswerStream:
 
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
-        self.committed, self.tail_sent = text, ""
+        self.committed, self.tail_sent, self.tail_shown = text, "", ""
         self.blocks_sources_key = self._key(sources)
         return render_to_string(
             "search/answer_fragment.html",
@@ -128,17 +137,42 @@ class AnswerStream:
         html = render_answer(markdown, sources)
         return f'<div id="entry-{self.entry_id}-blocks" hx-swap-oob="beforeend">{html}</div>'
 
-    def _tail(self, content: str, replace: bool, rendered: bool = False) -> str:
-        """`content`: markdown text (escaped here), or the sanitizer's HTML when `rendered`."""
-        content = conditional_escape(content)
-        if not replace:
-            return f'<div id="entry-{self.entry_id}-tail" hx-swap-oob="beforeend">{content}</div>'
-        kind = "tail" if rendered else "tail raw"
-        return f'<div id="entry-{self.entry_id}-tail" class="{kind}" hx-swap-oob="true">{content}</div>'
+    def _tail(self, html: str) -> str:
+        """The tail: the sanitizer's HTML of its settled markdown (or nothing)."""
+        return f'<div id="entry-{self.entry_id}-tail" class="tail" hx-swap-oob="true">{html}</div>'
 
     @staticmethod
     def _key(sources: list[Any]) -> tuple:
         return tuple(s.url if hasattr(s, "url") else s.get("url") for s in sources)
+
+
+def _cells(line: str) -> int:
+    return len(line.strip().strip("|").split("|"))
+
+
+def settled(tail: str) -> str:
+    """The growing last block without what would show as raw markdown until more arrives: a
+    table before its delimiter row or its unfinished last row, a link's `[label` or `](url`, and
+    an unclosed `**` or backtick (closed for the moment). Code blocks are shown as they are."""
+    if tail.lstrip().startswith(("```", "~~~", "    ")):
+        return tail
+    if tail.lstrip().startswith("|"):
+        lines = tail.split("\n")
+        if len(lines) < 3 or not DELIMITER_ROW.match(lines[1]) or _cells(lines[0]) != _cells(lines[1]):
+            return ""  # a table's header, still without the whole row that makes it one
+        if not tail.endswith("\n"):
+            tail = tail[: tail.rfind("\n") + 1]  # its unfinished row
+        return tail
+    line_start = tail.rfind("\n") + 1
+    link = OPEN_LINK.search(tail, line_start)
+    if link and not CITED.match(link.group(0)):
+        tail = tail[: link.start()]
+    tail = tail.rstrip("*`")
+    if tail.count("**", line_start) % 2:
+        tail += "**"
+    if tail.count("`", line_start) % 2:
+        tail += "`"
+    return tail
 
 
 # --- a run's fragments (`run` is a search.runner.Run) ---------------------------------------------
@@ -238,7 +272,7 @@ def _question(run):
 def _report_fragment(run, result: Result) -> str:
     running = run.status == Entry.Status.RUNNING
     return render_to_string(
-        "search/report_fragment.html", report_context(run.entry_id, result.report, running, oob=True)
+        "search/report_fragment.html", report_context(run.entry_id, result.report, result.sources, running)
     )
 
 

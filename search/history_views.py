@@ -16,6 +16,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from search import export, forget, history, images, imports, services
+from search.display import catalogue_models
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
 
@@ -57,7 +58,8 @@ def history_page(request: HttpRequest) -> HttpResponse:
     if form.is_bound and form.is_valid():
         filters = form.filters()
     size = _int(request.GET.get("size"), history.PAGE, 1, history.MAX_PAGE)
-    context = {"form": form, "filters": filters, "size": size, "rows": [], "results": [], "next_cursor": None}
+    context = {"form": form, "filters": filters, "size": size, "rows": [], "results": [], "next_cursor": None,
+               "models": catalogue_models()}  # fmt: skip
     query = {k: v for k, v in request.GET.items() if k not in ("before_id", "page") and v}
     try:
         if filters.text.strip():
@@ -187,5 +189,8 @@ def import_view(request: HttpRequest) -> HttpResponse:
     except imports.ImportRefused as exc:
         messages.error(request, exc.message)
         return redirect("search:history")
-    messages.success(request, f"Imported {imported} conversation(s); {skipped} were already here.")
+    text = f"Imported {imported} conversation{'' if imported == 1 else 's'}."
+    if skipped:
+        text += f" {skipped} {'was' if skipped == 1 else 'were'} already here."
+    messages.success(request, text)
     return redirect("search:history")

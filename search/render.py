@@ -8,6 +8,7 @@ highlighted by Pygments with classes, and nh3 as the last word with a tight allo
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -36,12 +37,15 @@ TAGS = {
     "hr", "span", "sup",
 }  # fmt: skip
 ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "aria-label"},
     "ol": {"start"},
     "span": {"class"},
     "pre": {"class"},
     "code": {"class"},
+    **{f"h{n}": {"id"} for n in range(1, 7)},  # a report's headings, for its contents list
 }
+CITE_CLASSES = {"cite-site", "cite-card", "cite-title", "cite-host", "cite-snippet"}
+HEADING_SHIFT = 2  # the question is an h2: an answer's `#` is an h3
 
 
 def scrub(text: str) -> str:
@@ -99,6 +103,14 @@ def _table_alignment(state: StateCore) -> None:
                 token.attrSet("class", f"align-{match.group(1)}")
 
 
+def _shift_headings(state: StateCore) -> None:
+    """Headings sit below the question's level (`#` -> h3 in an answer), h6 at most."""
+    shift = state.env.get("shift", HEADING_SHIFT)
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + shift)}"
+
+
 def _citations(state: StateCore) -> None:
     """Text `[n]` -> a link to the n-th source (1-based), at the token level, never in code."""
     sources: Sequence[Any] = state.env.get("sources") or ()
@@ -115,29 +127,59 @@ def _citations(state: StateCore) -> None:
             if token.type != "text" or in_link or "[" not in token.content:
                 children.append(token)
                 continue
-            children += _split_citations(token, sources)
+            children += _split_citations(token, sources, state.env.get("cards", True))
         block.children = children
 
 
-def _split_citations(token: Token, sources: Sequence[Any]) -> list[Token]:
+def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -> list[Token]:
+    """Each `[n]` with an http(s) source becomes a chip: the site's name (its number when several
+    stand together, "[1][2]"), and a card with the title, site and snippet shown on hover or
+    focus. The link's own name is what a screen reader says: "source 3: title, site"."""
     out: list[Token] = []
     last = 0
-    for match in CITATION.finditer(token.content):
+    matches = [m for m in CITATION.finditer(token.content) if _cited(sources, int(m.group(1)))]
+    for i, match in enumerate(matches):
         n = int(match.group(1))
-        url = _source_url(sources[n - 1]) if 1 <= n <= len(sources) else ""
-        if not url:
-            continue
+        together = (i > 0 and matches[i - 1].end() == match.start()) or (
+            i + 1 < len(matches) and matches[i + 1].start() == match.end()
+        )
         if match.start() > last:
             out.append(_text(token.content[last : match.start()]))
-        link = Token("link_open", "a", 1)
-        link.attrs = {"href": url, "class": "cite", "title": f"Source {n}"}
-        out += [link, _text(str(n)), Token("link_close", "a", -1)]
+        out += _chip(n, sources[n - 1], together, cards)
         last = match.end()
     if last == 0:
         return [token]
     if last < len(token.content):
         out.append(_text(token.content[last:]))
     return out
+
+
+def _cited(sources: Sequence[Any], n: int) -> bool:
+    return 1 <= n <= len(sources) and bool(_source_url(sources[n - 1]))
+
+
+def _chip(n: int, source: Any, numbered: bool, cards: bool = True) -> list[Token]:
+    info = source_info(n, source)
+    link = Token("link_open", "a", 1)
+    label = f"source {n}: {info['title']}, {info['host']}"
+    link.attrs = {"href": info["url"], "class": "cite", "aria-label": label[:400]}
+    card = (
+        ""
+        if not cards
+        else (
+            f'<span class="cite-card"><span class="cite-title">{escape(info["title"][:160])}</span>'
+            f'<span class="cite-host">{escape(info["host"])}</span>'
+            + (
+                f'<span class="cite-snippet">{escape(info["snippet"][:220])}</span>'
+                if info["snippet"]
+                else ""
+            )
+            + "</span>"
+        )
+    )
+    html = Token("html_inline", "", 0)
+    html.content = f'<span class="cite-site">{escape(str(n) if numbered else info["site"])}</span>{card}'
+    return [link, html, Token("link_close", "a", -1)]
 
 
 def _text(content: str) -> Token:
@@ -165,6 +207,7 @@ def _markdown() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_link)
     md.core.ruler.push("citations", _citations)
+    md.core.ruler.push("shift_headings", _shift_headings)
     md.core.ruler.push("table_alignment", _table_alignment)
     return md
 
@@ -177,12 +220,15 @@ def clean(html: str) -> str:
         allowed_classes={"a": {"cite"}, "th": ALIGNED, "td": ALIGNED},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
+        set_tag_attribute_values={"a": {"target": "_blank"}},  # never leave pplxweb mid-answer
         strip_comments=True,
     )
 
 
-def render_answer(markdown: str, sources: Sequence[Any] = ()) -> SafeString:
-    """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`."""
+def render_answer(markdown: str, sources: Sequence[Any] = (), cards: bool = True) -> SafeString:
+    """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`; `cards`: each
+    citation carries its source's card (a live answer's growing tail leaves them out: it is
+    re-sent at each update, and its blocks bring them once finished)."""
     text = scrub(markdown or "").translate(BIDI)
     note = ""
     if len(text) > MAX_MARKDOWN:
@@ -190,31 +236,91 @@ def render_answer(markdown: str, sources: Sequence[Any] = ()) -> SafeString:
             text[:MAX_MARKDOWN],
             "<p><em>(The answer is too long to show in full.)</em></p>",
         )
-    html = _markdown().render(text, {"sources": list(sources)})
+    html = _markdown().render(text, {"sources": list(sources), "cards": cards})
     return mark_safe(clean(html) + note)  # noqa: S308 - nh3 output with our allowlist
 
 
+SECOND_LEVEL = {"co", "com", "org", "net", "gov", "ac", "edu", "ne", "or", "go"}  # bbc.co.uk
+CHIPS = 4  # sources shown as chips above the answer; the rest behind "+N more"
+
+
+def _host(url: str) -> str:
+    """The URL's host for people: IDN decoded, without "www."."""
+    host = urlsplit(url).hostname or "" if url else ""
+    if "xn--" in host:
+        with contextlib.suppress(UnicodeError):
+            host = host.encode("ascii").decode("idna")
+    return host.removeprefix("www.")
+
+
+def _site(host: str) -> str:
+    """A short site name: "en.wikipedia.org" -> "wikipedia", "bbc.co.uk" -> "bbc"; an address
+    stays whole."""
+    labels = host.split(".")
+    if len(labels) < 2 or host.replace(".", "").isdigit() or ":" in host:
+        return host
+    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in SECOND_LEVEL:
+        return labels[-3]
+    return labels[-2]
+
+
+def source_info(n: int, source: Any) -> dict:
+    """What the page shows of source `n` (1-based): cleaned, cut to size, only http(s) links."""
+    get = source.get if isinstance(source, dict) else lambda k, s=source: getattr(s, k, "")
+    url = safe_url(get("url"))
+    host = _host(url)
+    title = " ".join(scrub(str(get("title") or "")).translate(BIDI).split()) or host or f"Source {n}"
+    site = _site(host)[:40] or f"source {n}"
+    return {
+        "n": n, "url": url, "title": title[:300], "host": host, "site": site,
+        "letter": site[:1].upper() or str(n),
+        "snippet": " ".join(scrub(str(get("snippet") or "")).translate(BIDI).split())[:600],
+    }  # fmt: skip
+
+
 def render_sources(sources: Sequence[Any]) -> SafeString:
-    """The numbered sources list; titles and snippets escaped, only http(s) links."""
-    items = []
-    for n, source in enumerate(sources, start=1):
-        get = source.get if isinstance(source, dict) else lambda k, s=source: getattr(s, k, "")
-        url = safe_url(get("url"))
-        title = scrub(str(get("title") or "")).translate(BIDI).strip() or url or f"Source {n}"
-        items.append({
-            "n": n, "url": url, "title": title[:300],
-            "snippet": scrub(str(get("snippet") or "")).translate(BIDI)[:600],
-            "host": urlsplit(url).hostname or "" if url else "",
-        })  # fmt: skip
-    return render_to_string("search/sources.html", {"sources": items})
+    """The first sources as chips, then every source with its snippet behind "+N more" (or
+    "Snippets" when all are chips). Titles and snippets escaped, only http(s) links."""
+    items = [source_info(n, source) for n, source in enumerate(sources, start=1)]
+    return render_to_string(
+        "search/sources.html", {"sources": items, "chips": items[:CHIPS], "more": len(items) - CHIPS}
+    )
 
 
-def render_report(markdown: str) -> tuple[SafeString, list[dict]]:
-    """A Deep Research report as safe HTML and its contents list ([{level, text, id}])."""
-    if not markdown:
-        return mark_safe(""), []
-    toc = [
-        {"level": len(m.group(1)), "text": m.group(2).strip()[:200], "id": f"h{n}"}
-        for n, m in enumerate(re.finditer(r"^(#{1,3})[ \t]+(.+)$", scrub(markdown), re.M))
-    ]
-    return render_answer(markdown), toc
+# --- Deep Research reports ------------------------------------------------------------------------
+
+REPORT_SHIFT = 3  # below the question (h2) and the report's own title (h3): `#` -> h4
+MAX_REPORT = 2 * 1024 * 1024
+
+
+def _slug(text: str, taken: set[str]) -> str:
+    base = "-".join(re.findall(r"\w+", text.lower()))[:60].strip("-_") or "section"
+    slug, k = f"r-{base}", 2
+    while slug in taken:
+        slug, k = f"r-{base}-{k}", k + 1
+    taken.add(slug)
+    return slug
+
+
+def render_report(markdown: str, sources: Sequence[Any] = ()) -> tuple[str, list[dict]]:
+    """A Deep Research report's HTML (the answers' dialect and sanitizer, headings given stable
+    ids and shifted below the question's) and its contents: `[{"level", "text", "id"}]`, level 1
+    for the report's top headings."""
+    text = scrub(markdown or "").translate(BIDI)
+    note = ""
+    if len(text) > MAX_REPORT:
+        text, note = text[:MAX_REPORT], "<p><em>(The report is too long to show in full.)</em></p>"
+    md = _markdown()
+    env = {"sources": list(sources), "shift": REPORT_SHIFT}
+    tokens = md.parse(text, env)
+    toc: list[dict] = []
+    taken: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open":
+            inline = tokens[i + 1]
+            title = "".join(c.content for c in inline.children or [] if c.type in ("text", "code_inline"))
+            title = " ".join(title.split())[:200] or "Section"
+            token.attrSet("id", _slug(title, taken))
+            toc.append({"level": int(token.tag[1]) - REPORT_SHIFT, "text": title, "id": token.attrGet("id")})
+    html = md.renderer.render(tokens, md.options, env)
+    return mark_safe(clean(html) + note), toc  # noqa: S308 - nh3 output with our allowlist

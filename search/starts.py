@@ -20,7 +20,7 @@ from django.db import IntegrityError
 from django.http import Http404, QueryDict
 
 from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import catalogue
+from accounts.services import NoCredential, catalogue
 from search import services
 from search.display import catalogue_models
 from search.forms import SearchForm
@@ -45,11 +45,11 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
     valid = [(i, form) for i, form in valid if asks[i][0].pk in preloaded]
     people = {asks[i][0].pk: asks[i][0] for i, _ in valid}
     try:
-        valid, started = _start(asks, valid, people, outcomes)
+        valid, started = _start(asks, valid, people, outcomes, preloaded)
     except IntegrityError:
         # Someone was removed, or a thread deleted, between the checks and the commit: the
         # transaction rolled back whole (no row, no token), and this time the checks see it.
-        valid, started = _start(asks, valid, people, outcomes)
+        valid, started = _start(asks, valid, people, outcomes, preloaded)
     for (i, form), entry in zip(valid, started, strict=True):
         if isinstance(entry, services.SearchRefused):
             outcomes[i] = entry.message
@@ -109,15 +109,18 @@ def _preloads(people: dict, models: dict) -> dict:
     return readable
 
 
-def _start(asks: list, valid: list, people: dict, outcomes: list) -> tuple[list, list]:
-    """start_searches for the valid asks of people still here: (those asks, their outcomes)."""
+def _start(asks: list, valid: list, people: dict, outcomes: list, preloaded: dict) -> tuple[list, list]:
+    """start_searches for the valid asks of people still here who have a credential: (those
+    asks, their outcomes)."""
     defaults = services.defaults_for_many(list(people.values()))
     # someone removed from the household keeps their open socket: their rows must not be written
     # (and one such row would fail everyone's shared transaction)
     for i, _ in valid:
         if asks[i][0].pk not in defaults:
             outcomes[i] = "Your pplxweb account was removed, so nothing was started."
-    valid = [(i, form) for i, form in valid if asks[i][0].pk in defaults]
+        elif not preloaded[asks[i][0].pk]:  # no credential at all: say so, write no entry
+            outcomes[i] = NoCredential.message
+    valid = [(i, form) for i, form in valid if asks[i][0].pk in defaults and preloaded[asks[i][0].pk]]
     started = services.start_searches(
         [
             services.Ask(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
@@ -9,8 +11,10 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.fields import DecryptionError
+from accounts.services.credentials import NoCredential, credentials_for_many
 from search import images, liveness, runner, services
-from search.display import entry_context
+from search.display import answer_markdown, entry_context
 from search.forms import SearchForm
 from search.library import carry
 from search.models import Entry, LibraryThread, Thread
@@ -36,7 +40,11 @@ def _form(user, initial_q: str = "", thread: Thread | None = None, options: dict
             "language": saved.language,
             "incognito": saved.incognito,
         }
-    return SearchForm(initial={"q": initial_q, "thread": thread.pk if thread else None, **initial})
+    form = SearchForm(initial={"q": initial_q, "thread": thread.pk if thread else None, **initial})
+    if thread is not None:  # a conversation opens at its latest answer, not scrolled to the box
+        form.fields["q"].widget.attrs.pop("autofocus", None)
+        form.fields["q"].widget.attrs["placeholder"] = "Ask a follow-up…"
+    return form
 
 
 @require_GET
@@ -67,7 +75,12 @@ def home(request: HttpRequest) -> HttpResponse:
     response = render(
         request,
         "search/home.html",
-        {"form": _form(request.user, question), "autoask": autoask, "recent": recent},
+        {
+            "form": _form(request.user, question),
+            "autoask": autoask,
+            "recent": recent,
+            "needs_link": not _can_search(request.user),
+        },
     )
     patch_vary_headers(response, ["Sec-Fetch-Site"])
     return response
@@ -93,9 +106,21 @@ async def ask(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
 
+def _can_search(user) -> bool:
+    """Whether `user` has a credential a search could use (an unreadable one counts: its run
+    says what is wrong with it)."""
+    try:
+        return credentials_for_many([user])[user.pk] is not None
+    except DecryptionError:
+        return True
+
+
 def _start(user, form: SearchForm):
     """(entry, upstream request), or None with the reason added to the form."""
     if not form.is_valid():
+        return None
+    if not _can_search(user):  # no entry that could only fail
+        form.add_error(None, NoCredential.message)
         return None
     try:
         entry = services.start_search(
@@ -171,12 +196,45 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
 
+CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
+
+
+@require_GET
+def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
+    """One answer as Markdown, for "Copy": the Markdown export's format (citations as footnotes,
+    the sources listed under it); `?citations=0`: the text alone, without them."""
+    entry = services.entry_for(request.user, pk)
+    if request.GET.get("citations") == "0":
+        count = len(entry.sources)
+        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+    else:
+        text = answer_markdown(entry)
+    return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+
+
+@require_GET
+def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
+    """A Deep Research report's Markdown, as a file."""
+    entry = services.entry_for(request.user, pk)
+    if not entry.report:
+        raise Http404("This answer has no report.")
+    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
+    return response
+
+
 @require_GET
 def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
     """A generated image pplxweb kept, to the person whose answer it is in."""
     entry = services.entry_for(request.user, pk)
     record = next((r for r in entry.images if isinstance(r, dict) and r.get("n") == n), None)
     path = images.path_of(entry.pk, record) if record else None
+    if path is None and entry.running:
+        # a running answer's records are saved at its end, but the live page shows each image
+        # as soon as its file is complete (a download writes elsewhere, then renames)
+        path = next(
+            (p for kind in images.TYPES if (p := images.path_of(entry.pk, {"file": f"{n}.{kind}"}))), None
+        )
     if path is None:
         raise Http404("No such image.")
     response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])

@@ -1,24 +1,88 @@
 // pplxweb: the little JavaScript the pages use. Everything works without it.
 "use strict";
 
+const box = () => document.getElementById("id_q");
+const isTyping = (el) =>
+  el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement || el instanceof HTMLSelectElement || el.isContentEditable;
+
+// --- keyboard ----------------------------------------------------------------------------------
+
 document.addEventListener("keydown", (event) => {
   // "/" focuses the search box from anywhere, unless the person is typing somewhere.
-  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
-  const target = event.target;
-  if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement || target.isContentEditable) return;
-  const box = document.getElementById("id_q");
-  if (box) { event.preventDefault(); box.focus(); }
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) return;
+  if (box()) { event.preventDefault(); box().focus(); }
 });
 
 document.addEventListener("keydown", (event) => {
-  // Enter asks, Shift+Enter makes a new line.
-  const box = event.target;
-  if (!(box instanceof HTMLTextAreaElement) || box.id !== "id_q") return;
+  // Enter asks, Shift+Enter makes a new line; arrows move through the suggestions.
+  const q = event.target;
+  if (!(q instanceof HTMLTextAreaElement) || q.id !== "id_q") return;
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    box.form.requestSubmit();
+    q.form.requestSubmit();
+  } else if (event.key === "ArrowDown" && !q.value.slice(q.selectionEnd).includes("\n")) {
+    const first = document.querySelector("#suggestions a");
+    if (first) { event.preventDefault(); first.focus(); }
   }
 });
+
+document.addEventListener("keydown", (event) => {
+  const link = event.target.closest && event.target.closest("#suggestions a");
+  if (!link || (event.key !== "ArrowDown" && event.key !== "ArrowUp")) return;
+  event.preventDefault();
+  const links = [...document.querySelectorAll("#suggestions a")];
+  const next = links.indexOf(link) + (event.key === "ArrowDown" ? 1 : -1);
+  (next < 0 ? box() : links[Math.min(next, links.length - 1)]).focus();
+});
+
+// Esc closes what is open, one thing at a time: a source card, the suggestions, Options; only
+// when nothing is open does it stop the running answer.
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || event.defaultPrevented) return;
+  const cite = document.activeElement && document.activeElement.closest && document.activeElement.closest("a.cite");
+  if (cite && !cite.classList.contains("closed")) { cite.classList.add("closed"); return; }
+  const suggestions = document.getElementById("suggestions");
+  if (suggestions && suggestions.querySelector("a")) {
+    suggestions.replaceChildren();
+    if (box()) box().focus();
+    return;
+  }
+  const options = document.querySelector("#search-form details.options[open]");
+  if (options) { options.open = false; options.querySelector("summary").focus(); return; }
+  const stop = [...document.querySelectorAll("article.entry button.stop")].pop();
+  if (stop) stop.click();
+});
+
+// --- source cards --------------------------------------------------------------------------------
+
+const placeCard = (event) => {
+  const cite = event.target.closest && event.target.closest("a.cite");
+  if (!cite) return;
+  cite.classList.remove("closed", "flip");
+  const card = cite.querySelector(".cite-card");
+  if (card && card.getBoundingClientRect().right > document.documentElement.clientWidth - 8) cite.classList.add("flip");
+};
+document.addEventListener("mouseover", placeCard);
+document.addEventListener("focusin", placeCard);
+
+// --- the question box --------------------------------------------------------------------------
+
+const counter = () => {
+  // Over the limit the box says so (the server refuses it with the same sentence): never cut.
+  const q = box();
+  const out = document.getElementById("q-counter");
+  if (!q || !out || !q.dataset.max) return;
+  const max = Number(q.dataset.max);
+  const near = q.value.length > max * 0.9;
+  out.hidden = !near;
+  out.classList.toggle("over", q.value.length > max);
+  if (near) {
+    out.textContent = q.value.length > max
+      ? `${q.value.length.toLocaleString()} characters: a question can be at most ${max.toLocaleString()}.`
+      : `${q.value.length.toLocaleString()} of ${max.toLocaleString()} characters`;
+  }
+};
+document.addEventListener("input", (event) => { if (event.target.id === "id_q") counter(); });
 
 // Elapsed time of running answers.
 setInterval(() => {
@@ -37,14 +101,45 @@ document.addEventListener("htmx:wsOpen", () => {
   }
 });
 
+// What was sent from the box: it is emptied only once the server has accepted it (a refusal
+// leaves the text where it was, with the sentence beside it).
+let sent = null;
 document.addEventListener("htmx:wsAfterSend", (event) => {
-  // A question was sent: empty the box for the next one and show that it is on its way.
   const form = document.getElementById("search-form");
-  if (form && event.target === form) {
-    form.elements.q.value = "";
-    form.elements.q.placeholder = "Ask a follow-up…";
-  }
+  if (form && event.target === form) sent = form.elements.q.value;
 });
+
+// --- following the conversation ----------------------------------------------------------------
+
+let following = null; // the entry the page follows while it streams, until the person scrolls up
+let ownScroll = 0;
+let lastY = window.scrollY;
+
+const scrollTo = (top) => {
+  ownScroll = Date.now();
+  window.scrollTo({ top: Math.max(0, top), behavior: "instant" });
+};
+const formHeight = () => {
+  const form = document.getElementById("search-form");
+  return form && getComputedStyle(form).position === "sticky" ? form.offsetHeight : 0;
+};
+const showEntry = (entry) => scrollTo(entry.getBoundingClientRect().top + window.scrollY - 12);
+
+window.addEventListener("scroll", () => {
+  if (Date.now() - ownScroll > 150 && window.scrollY < lastY - 2) following = null;
+  lastY = window.scrollY;
+}, { passive: true });
+
+const follow = () => {
+  if (!following || !following.isConnected) return;
+  if (!following.querySelector("button.stop")) following = null; // it ended
+  const entry = following || null;
+  if (!entry) return;
+  const bottom = entry.getBoundingClientRect().bottom + formHeight() + 12 - window.innerHeight;
+  const top = entry.getBoundingClientRect().top - 12;
+  // keep the newest text in view, but never scroll the question off while there is room
+  if (bottom > 0 && top > 0) scrollTo(window.scrollY + Math.min(bottom, top));
+};
 
 document.addEventListener("htmx:wsAfterMessage", () => {
   // The first answer of a new conversation gets its own address.
@@ -52,22 +147,114 @@ document.addEventListener("htmx:wsAfterMessage", () => {
   if (link && link.dataset.url && window.location.pathname !== link.dataset.url) {
     window.history.replaceState(null, "", link.dataset.url);
   }
+  const accepted = document.getElementById("search-accepted");
+  if (accepted && accepted.dataset.entry) {
+    const entry = document.getElementById(`entry-${accepted.dataset.entry}`);
+    delete accepted.dataset.entry;
+    const q = box();
+    if (q && sent !== null && q.value === sent) q.value = "";
+    sent = null;
+    if (q) {
+      q.placeholder = "Ask a follow-up…";
+      const label = document.querySelector(`label[for="${q.id}"]`);
+      if (label) label.textContent = "Ask a follow-up";
+      counter();
+    }
+    if (entry) { following = entry; showEntry(entry); }
+  }
+  follow();
+  decorate();
+  announce();
 });
 
-// "Copy answer": the answer's text as shown, with or without the citation numbers.
+// An answer that ends is announced to screen readers.
+const running = new Set();
+const announce = () => {
+  const status = document.getElementById("live-status");
+  for (const entry of document.querySelectorAll("article.entry")) {
+    const badge = entry.querySelector(".entry-status .badge");
+    if (!badge) continue;
+    if (entry.querySelector("button.stop")) { running.add(entry.id); continue; }
+    if (running.delete(entry.id) && status) {
+      const state = badge.textContent.trim().toLowerCase();
+      status.textContent = state === "completed" ? "Answer finished." : `Answer ${state}.`;
+    }
+  }
+};
+
+// --- copying -----------------------------------------------------------------------------------
+
+const copyText = async (text) => {
+  // The Clipboard API exists only on https and localhost: a LAN address falls back.
+  if (navigator.clipboard && window.isSecureContext) {
+    await navigator.clipboard.writeText(text);
+    return;
+  }
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.className = "visually-hidden";
+  document.body.append(area);
+  area.select();
+  const ok = document.execCommand("copy");
+  area.remove();
+  if (!ok) throw new Error("copy refused");
+};
+
+const said = (button, text) => {
+  if (!button.dataset.label) button.dataset.label = button.textContent;
+  button.textContent = text;
+  clearTimeout(button.copiedTimer);
+  button.copiedTimer = setTimeout(() => { button.textContent = button.dataset.label; }, 2000);
+};
+
+// "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.
 document.addEventListener("click", async (event) => {
-  const button = event.target.closest("[data-copy]");
+  const button = event.target.closest("[data-copy][data-url]");
   if (!button) return;
-  const answer = document.getElementById(`${button.dataset.copy}-answer`);
-  if (!answer) return;
-  const clone = answer.cloneNode(true);
-  if (button.dataset.citations === "0") clone.querySelectorAll("a.cite").forEach((a) => a.remove());
-  else clone.querySelectorAll("a.cite").forEach((a) => { a.textContent = `[${a.textContent}]`; });
   try {
-    await navigator.clipboard.writeText(clone.innerText.trim());
-    button.textContent = "Copied";
+    const response = await fetch(button.dataset.url, { credentials: "same-origin" });
+    if (!response.ok) throw new Error(String(response.status));
+    await copyText(await response.text());
+    said(button, "Copied");
   } catch {
-    button.textContent = "Copy failed";
+    said(button, "Copy failed");
+  }
+});
+
+// Each code block gets its own copy button.
+const decorate = () => {
+  for (const pre of document.querySelectorAll(".answer pre:not([data-copyable])")) {
+    pre.dataset.copyable = "1";
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy-code";
+    button.textContent = "Copy code";
+    button.addEventListener("click", async () => {
+      const code = pre.querySelector("code") || pre;
+      try { await copyText(code.innerText.replace(/\n$/, "")); said(button, "Copied"); }
+      catch { said(button, "Copy failed"); }
+    });
+    pre.prepend(button);
+  }
+};
+
+// --- opening a page ----------------------------------------------------------------------------
+
+document.addEventListener("DOMContentLoaded", () => {
+  decorate();
+  counter();
+  const live = document.getElementById("live");
+  if (live && live.dataset.thread) {
+    // a conversation opens at its latest question (or the one its address names)
+    const named = window.location.hash && document.getElementById(window.location.hash.slice(1));
+    const entries = document.querySelectorAll("article.entry");
+    const target = named || entries[entries.length - 1];
+    if (target && entries.length > 1) showEntry(target);
+    const latest = entries[entries.length - 1];
+    if (latest && latest.querySelector("button.stop")) following = latest;
+    for (const entry of entries) if (entry.querySelector("button.stop")) running.add(entry.id);
+    if (box()) box().focus({ preventScroll: true });
   }
 });
 

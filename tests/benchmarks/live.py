@@ -4,7 +4,8 @@
 
 Serves a 300-event answer of about 10 KB from the fake Perplexity (20 ms apart), asks it
 through the real consumer and run, and prints the websocket bytes divided by the final answer
-HTML's size (target: at most 3) and the number of updates. Not a test: it only prints figures.
+HTML's size (target: at most 3), the number of updates and the server CPU the answer took (this
+process: the run, its fragments, the consumer). Not a test: it only prints figures.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ async def measure(base_url: str) -> dict:
     )
     assert (await comm.connect())[0]
     started = time.monotonic()
+    cpu = time.process_time()  # pplxweb's consumer and run live in this process (the fake does not)
     await comm.send_to(text_data=json.dumps({"q": "benchmark"}))
     total, messages, arrivals = 0, 0, []
     import re
@@ -88,6 +90,7 @@ async def measure(base_url: str) -> dict:
         arrivals.append(time.monotonic() - started)
         if "status-completed" in message or "status-failed" in message:
             break
+    cpu = time.process_time() - cpu
     await comm.disconnect()
     if os.environ.get("BENCH_DETAIL"):
         print(parts.most_common())
@@ -102,6 +105,7 @@ async def measure(base_url: str) -> dict:
         "updates": messages,
         "started_shown_ms": arrivals[0] * 1000,  # the entry with its running status, before any upstream byte
         "seconds": arrivals[-1],
+        "server_cpu_ms": cpu * 1000,  # the whole answer: run, fragments, consumer, socket
     }
 
 

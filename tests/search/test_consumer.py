@@ -361,9 +361,10 @@ async def test_quick_mode_answered_by_turbo_is_normal(owner, alinked, upstream, 
     assert not (await Entry.objects.aget()).downgraded
 
 
-async def test_no_link_at_all_says_what_to_do(owner, upstream):
-    joined = "".join(await ask(owner, {"q": "x"}, "status-failed"))
+async def test_no_link_at_all_says_what_to_do_and_starts_nothing(owner, upstream):
+    joined = "".join(await ask(owner, {"q": "x"}, "search-error"))
     assert "Link your Perplexity account in Settings first" in joined
+    assert await Entry.objects.acount() == 0  # no entry that could only fail
 
 
 @pytest.mark.parametrize(
@@ -419,6 +420,8 @@ async def test_at_most_two_running_searches(owner, alinked, upstream):
 async def test_another_persons_thread_is_not_found(owner, member, alinked, upstream):
     serve(upstream, Paced(answer_stream(["mine"])))
     await ask(owner, {"q": "private"}, "status-completed")
+    alinked.shared = True  # the member can search (else that is what they are told first)
+    await alinked.asave()
     entry = await Entry.objects.aget()
     other = await connect(member, f"/ws/search/?thread={entry.thread_id}")
     reply = await other.receive_from(timeout=5)

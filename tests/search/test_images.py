@@ -216,7 +216,7 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
     images.remove([entry.pk])
     upload = SimpleUploadedFile("history.zip", archive, content_type="application/zip")
     response = owner_client.post("/history/import/", {"file": upload}, follow=True)
-    assert "Imported 1 conversation(s)" in response.content.decode()
+    assert "Imported 1 conversation." in response.content.decode()
     copy = Entry.objects.get()
     assert (images.folder(copy.pk) / "0.png").read_bytes() == PNG
 

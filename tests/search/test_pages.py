@@ -45,7 +45,11 @@ async def test_search_without_javascript_redirects_to_a_refreshing_thread(owner,
     entry = await Entry.objects.aget()
     assert response.url.startswith(reverse("search:thread", args=[entry.thread_id]))
     page = (await client.get(reverse("search:thread", args=[entry.thread_id]))).content.decode()
-    assert '<meta http-equiv="refresh" content="3">' in page and "plain form" in page
+    # to the address without its #fragment: a refresh to the same one would only scroll
+    refresh = (
+        f'<meta http-equiv="refresh" content="3;url={reverse("search:thread", args=[entry.thread_id])}">'
+    )
+    assert refresh in page and "plain form" in page
     entry = await wait_done(entry.pk)
     assert entry.status == "completed" and not entry.options["incognito"]  # the form said so
     page = (await client.get(reverse("search:thread", args=[entry.thread_id]))).content.decode()
@@ -130,6 +134,8 @@ async def test_another_persons_thread_and_stop_are_not_found(owner, member, alin
     serve(upstream, Paced(answer_stream(["x"])))
     await (await client_for(owner)).post(reverse("search:ask"), {"q": "mine"})
     entry = await Entry.objects.aget()
+    alinked.shared = True  # the member can search (else that is what they are told first)
+    await alinked.asave()
     other = await client_for(member)
     assert (await other.get(reverse("search:thread", args=[entry.thread_id]))).status_code == 404
     assert (await other.post(reverse("search:stop", args=[entry.pk]))).status_code == 404

@@ -162,12 +162,9 @@ def test_sources_list_escapes_and_drops_bad_links():
     assert "&lt;script&gt;x&lt;/script&gt;" in html and "&lt;b&gt;s&lt;/b&gt;" in html
     assert 'href="https://a.example/p"' in html
     assert "javascript" not in html
-    assert (
-        problems(
-            html.replace(' target="_blank"', "").replace(' id="source-1"', "").replace(' id="source-2"', "")
-        )
-        == []
-    )
+    # the full list folds behind "+N more" (a details element, which the answer's own HTML never has)
+    found = problems(html.replace(' target="_blank"', ""))
+    assert [p for p in found if p not in ("tag details", "tag summary")] == []
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

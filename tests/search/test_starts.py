@@ -268,6 +268,7 @@ def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_tr
     from accounts.services import remove_member
 
     link(owner)
+    link(member)  # (without a credential they would be refused before the trip)
     read = services.defaults_for_many
     calls = []
 

@@ -1,0 +1,248 @@
+"""The answer page as people see it (issue 21): screenshots at fixed moments, desktop and phone,
+light and dark, into test-artifacts/ (not committed), and the layout rules checked by position:
+the answer's first lines in the first screen while it streams and when done; a follow-up scrolled
+into view with the box pinned below it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from axe_playwright_python.async_playwright import Axe
+from playwright.async_api import expect
+
+from tests.e2e.conftest import ARTIFACTS, control
+from tests.e2e.rich_answer import FIXTURE
+from tests.e2e.test_journeys import PHONE, ask, first_run, link
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DESKTOP = {"width": 1280, "height": 800}
+AXE = Axe()
+WIDE = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391)
+  .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
+
+
+async def shoot(page, name: str, audit: bool = True) -> None:
+    """`name` in both colour schemes, each checked by axe-core: no serious or critical violation."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    size = "phone" if page.viewport_size["width"] < 600 else "desktop"
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        await page.screenshot(path=str(ARTIFACTS / f"answer-page-{size}-{name}-{scheme}.png"))
+        if audit:
+            results = await AXE.run(page)
+            bad = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+            assert not bad, f"{name} ({scheme}):\n" + "\n".join(results.generate_report(v["id"]) for v in bad)
+    await page.emulate_media(color_scheme="light")
+
+
+async def answer_top(entry) -> float:
+    """Where the answer's first line is, relative to the viewport."""
+    top = await entry.evaluate(
+        "e => { const p = e.querySelector('.answer :is(p, li, h3, h4, table, pre)');"
+        " return p ? p.getBoundingClientRect().top : null; }"
+    )
+    assert top is not None
+    return top
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
+async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
+    base = pplxweb_server
+    height = page.viewport_size["height"]
+    await first_run(page, base, f"reader{page.viewport_size['width']}")
+    await link(page, base)
+    await page.goto(f"{base}/")
+    await shoot(page, "home")
+    control(fake_perplexity, ask={"fixture": FIXTURE.name, "pace": 0.15})
+    await ask(page, "Why does bread rise?")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".answer")).to_contain_text("Bread rises", timeout=10000)
+    assert await answer_top(entry) < height - 60  # the first words, in the first screen
+    await asyncio.sleep(1)
+    await shoot(page, "streaming")
+    assert await answer_top(entry) < height - 60
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
+    await page.reload()
+    await page.wait_for_function("() => window.__wsOpen === true")
+    entry = page.locator("article.entry").first
+    assert await answer_top(entry) < height - 60
+    await shoot(page, "done")
+    # a follow-up: scrolled into view, the box pinned below
+    control(fake_perplexity, ask={"fixture": FIXTURE.name, "pace": 0.1})
+    await ask(page, "And with rye flour?")
+    second = page.locator("article.entry").nth(1)
+    await expect(second.locator(".answer")).to_contain_text("Bread rises", timeout=10000)
+    await asyncio.sleep(0.5)
+    question = await second.locator(".question").bounding_box()
+    assert 0 <= question["y"] < height / 2
+    await expect(second.locator(".status-completed")).to_be_visible(timeout=15000)
+    box = await page.locator("#search-form").bounding_box()
+    assert box["y"] + box["height"] <= height + 1
+    await shoot(page, "follow-up")
+    thread_path = page.url.removeprefix(base).split("#")[0]
+    await page.goto(f"{base}/history/")
+    await shoot(page, "history")
+    await page.goto(f"{base}/settings/")
+    await shoot(page, "settings")
+    assert await page.evaluate("window.scrollY") == 0
+    control(fake_perplexity, ask={})
+    assert page.console_errors == []
+    # page weight: each page, cold (a fresh cache), under 100 KiB as transferred
+    state = await page.context.storage_state()
+    for path in ("/", thread_path, "/history/", "/settings/"):
+        context = await page.context.browser.new_context(storage_state=state)
+        cold = await context.new_page()
+        finished = []
+        cold.on("requestfinished", lambda request, into=finished: into.append(request))
+        await cold.goto(f"{base}{path}", wait_until="networkidle")
+        weight = sum([(await r.sizes())["responseBodySize"] for r in finished])
+        print(f"page weight {path}: {weight / 1024:.1f} KiB in {len(finished)} requests")
+        assert 0 < weight < 100 * 1024, (path, weight)
+        await context.close()
+
+
+@pytest.mark.parametrize("page", [DESKTOP], indirect=True, ids=["desktop"])
+async def test_keyboard_refusals_and_copy(page, pplxweb_server, fake_perplexity):
+    base = pplxweb_server
+    await first_run(page, base, "keys")
+    await link(page, base)
+    await page.goto(f"{base}/")
+    await page.wait_for_function("() => window.__wsOpen === true")
+    # "/" focuses the box from anywhere
+    await page.locator("h1").click()
+    await page.keyboard.press("/")
+    assert await page.evaluate("document.activeElement.id") == "id_q"
+    # a refused question stays in the box, its sentence beside it; Esc closes Options
+    await page.click("details.options summary")
+    await page.fill("#id_include_domains", "not a site!!")
+    await page.fill("#id_q", "keep me")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#search-error")).to_contain_text("is not a domain")
+    assert await page.input_value("#id_q") == "keep me"
+    assert await page.get_attribute("#id_q", "placeholder") == "Ask anything…"
+    assert await page.locator("article.entry").count() == 0
+    await page.focus("#id_include_domains")
+    await page.keyboard.press("Escape")
+    assert not await page.locator("details.options").evaluate("d => d.open")
+    await page.locator("#id_include_domains").evaluate("input => { input.value = ''; }")
+    # an accepted one empties the box; the end is announced
+    control(fake_perplexity, ask={"pace": 0.02})
+    await ask(page, "What is the capital of France?")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
+    assert await page.input_value("#id_q") == ""
+    await expect(page.locator("#live-status")).to_have_text("Answer finished.")
+    # a citation's card on keyboard focus, closed by Esc
+    cite = entry.locator("a.cite").first
+    assert await cite.get_attribute("target") == "_blank"
+    assert (await cite.get_attribute("aria-label")).startswith("source 1: Paris - Wikipedia")
+    await cite.focus()
+    await expect(cite.locator(".cite-card")).to_be_visible()
+    await page.keyboard.press("Escape")
+    await expect(cite.locator(".cite-card")).to_be_hidden()
+    # Copy: the answer's Markdown with footnotes, "Copied" for two seconds
+    await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    copy = entry.locator("button[data-copy][data-citations='1']")
+    await copy.click()
+    await expect(copy).to_have_text("Copied")
+    copied = await page.evaluate("navigator.clipboard.readText()")
+    assert "Paris is the **capital** of France [^1]." in copied
+    assert "[^1]: [Paris - Wikipedia](https://en.wikipedia.org/wiki/Paris)" in copied
+    await expect(copy).to_have_text("Copy", timeout=3000)
+    # off a secure context (plain http on a LAN address) the older copy command does it
+    await page.evaluate("Object.defineProperty(window, 'isSecureContext', {value: false})")
+    plain = entry.locator("button[data-copy][data-citations='0']")
+    await plain.click()
+    await expect(plain).to_have_text("Copied")
+    assert (await page.evaluate("navigator.clipboard.readText()")).startswith(
+        "Paris is the **capital** of France. It has about two million people."
+    )
+    # the suggestions: arrow keys reach them, Esc dismisses them
+    await page.fill("#id_q", "capital of")
+    await expect(page.locator("#suggestions a").first).to_be_visible()
+    await page.focus("#id_q")
+    await page.keyboard.press("ArrowDown")
+    assert await page.evaluate("document.activeElement.closest('#suggestions') !== null")
+    await page.keyboard.press("Escape")
+    await expect(page.locator("#suggestions a")).to_have_count(0)
+    assert await page.evaluate("document.activeElement.id") == "id_q"
+    control(fake_perplexity, ask={})
+    assert page.console_errors == []
+
+
+@pytest.mark.parametrize("page", [PHONE], indirect=True, ids=["phone"])
+async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
+    from django.contrib.auth import get_user_model
+
+    from search.models import Entry, Thread
+    from tests.search.test_answer_page import long_report
+
+    base = pplxweb_server
+    await first_run(page, base, "bad")
+    user = await get_user_model().objects.aget(username="bad")
+    sources = [
+        {"title": "", "url": "https://xn--bcher-kva.example/"},
+        {"title": "T" * 2000, "url": "http://192.168.1.20:8080/page"},
+        *(
+            {"title": f"Source {n}", "url": f"https://s{n}.example/{'x' * 300}", "snippet": "s" * 600}
+            for n in range(58)
+        ),
+    ]
+    table = "| a | b |\n|---|---|\n" + "".join(f"| {'w' * 40} {n} | {'v' * 60} |\n" for n in range(200))
+    answer = f"Cited [1][2] and [99].\n\n{'x' * 10_000}\n\n{table}"
+    thread = await Thread.objects.acreate(user=user, title="bad input")
+    await Entry.objects.acreate(
+        thread=thread, user=user, question="Q" * 5000, status="completed", answer=answer, sources=sources,
+        report=long_report(200_000),
+    )  # fmt: skip
+    await page.goto(f"{base}/thread/{thread.pk}/")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], await page.evaluate(
+        WIDE
+    )
+    question = await page.locator(".question").bounding_box()
+    assert question["height"] < 200  # folded to a few lines
+    await page.click(".all-sources summary")
+    await expect(page.locator(".all-sources ol.sources li")).to_have_count(60)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], await page.evaluate(
+        WIDE
+    )
+    await shoot(page, "bad-input", audit=False)
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
+async def test_a_report_and_a_cut_short_answer(page, pplxweb_server):
+    from django.contrib.auth import get_user_model
+
+    from search.models import Entry, Thread
+    from tests.search.test_answer_page import SOURCES, long_report
+
+    base = pplxweb_server
+    name = f"report{page.viewport_size['width']}"
+    await first_run(page, base, name)
+    user = await get_user_model().objects.aget(username=name)
+    thread = await Thread.objects.acreate(user=user, title="Deep question")
+    await Entry.objects.acreate(
+        thread=thread, user=user, question="What changed in bread science?", status="completed",
+        answer="A cover note: the report below has the details [1].", sources=SOURCES, report=long_report(15_000),
+    )  # fmt: skip
+    cut = await Entry.objects.acreate(
+        thread=thread, user=user, question="And then?", status="truncated", answer="The dough rises and the Co",
+        error="Perplexity's stream ended before the answer was complete.", first_text_ms=900, sources=SOURCES,
+    )  # fmt: skip
+    await page.goto(f"{base}/thread/{thread.pk}/")
+    report = page.locator(".report")
+    await report.locator("h3").scroll_into_view_if_needed()
+    await shoot(page, "report")
+    if page.viewport_size["width"] > 1000:  # the contents stay beside the text while it scrolls
+        await page.locator("#r-part-12").scroll_into_view_if_needed()
+        toc = await page.locator(".report-toc").bounding_box()
+        assert 0 <= toc["y"] < 100
+        await shoot(page, "report-scrolled")
+    line = page.locator(f"#entry-{cut.pk}-meta .cut")
+    await expect(line).to_contain_text("The answer stopped here: Perplexity's stream ended")
+    await expect(line.locator("button")).to_have_text("Retry")
+    await line.scroll_into_view_if_needed()
+    await shoot(page, "cut-short")
+    await report.locator("summary").click()  # it folds
+    await expect(page.locator(".report-body")).to_be_hidden()
