@@ -33,6 +33,8 @@ sent with `GET /_requests`:
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
+File uploads (protocol.md 2.8) are served by uploads.py (steered with `{"uploads": {...}}`).
+
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
 """
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import streams_2026
+from tests.fake_perplexity import streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -205,6 +207,8 @@ async def reset(send, request: Request) -> None:
     state.update(
         {"ask": {}, "signin": {}, "requests": [], "delete": {}, "deleted": [], "answered": None, "runs": {}}
     )
+    state.pop("uploads", None)
+    uploads.reset()
     await respond(send, 200, {"ok": True})
 
 
@@ -370,6 +374,7 @@ async def ask(send, request: Request) -> None:
         await refuse(send, fault, api=False)
         return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
+    attachments = uploads.record_ask(request.json())
     if plan.get("fixture"):
         here = f"http://{request.headers.get('host', 'localhost')}/_media/"
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
@@ -382,6 +387,7 @@ async def ask(send, request: Request) -> None:
     else:
         answer = plan.get("answer") or DEFAULT_ANSWER
         stream = events(answer, model=plan.get("model", model), complete=fault not in OPEN_ENDED)
+        uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
@@ -546,3 +552,4 @@ ROUTES = {
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
     ("POST", "/chat/completions"): chat_completions,
 }
+ROUTES.update(uploads.routes(state, respond=respond, refuse=refuse, signed_in=signed_in))
