@@ -50,6 +50,11 @@ PERPLEXITY_API_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_API_URL", "https://api.per
 # seconds: the longest silence inside an answer, and the cap on a whole answer (deep research x10 / x6)
 PERPLEXITY_READ_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_READ_TIMEOUT", 60, 1, 3600)
 PERPLEXITY_ANSWER_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT", 300, 1, 36000)
+# files asked about (search.attachments): the size cap, how many per question, and the hosts
+# Perplexity's storage forms may point at (https only; Perplexity's own address always may)
+ATTACHMENT_MAX_MB = env_int(ENV, "PPLXWEB_ATTACHMENT_MAX_MB", 25, 1, 1024)
+ATTACHMENTS_PER_QUESTION = env_int(ENV, "PPLXWEB_ATTACHMENTS_PER_QUESTION", 10, 1, 50)
+UPLOAD_HOSTS = tuple(env_list(ENV, "PPLXWEB_UPLOAD_HOSTS") or ["ppl-ai-file-upload.s3.amazonaws.com"])
 PERPLEXITY_IMPERSONATE = env_choice(
     ENV, "PPLXWEB_IMPERSONATE", "chrome", ("chrome", "safari", "firefox", "edge", "off")
 )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search import history_views, views
+from search import attachment_views, history_views, views
 
 app_name = "search"
 
@@ -13,6 +13,9 @@ urlpatterns = [
     path("entry/<int:pk>/stop/", views.stop, name="stop"),
     path("entry/<int:pk>/reask/", views.reask, name="reask"),
     path("entry/<int:pk>/image/<int:n>/", views.image, name="image"),
+    path("attachments/", attachment_views.attach, name="attach"),
+    path("attachment/<int:pk>/", attachment_views.download, name="attachment"),
+    path("attachment/<int:pk>/remove/", attachment_views.remove, name="remove_attachment"),
     path("history/", history_views.history_page, name="history"),
     path("history/suggest/", history_views.suggest, name="suggest"),
     path("history/delete/", history_views.delete, name="delete"),

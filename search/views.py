@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from search import images, runner, services
+from search import attachment_views, attachments, images, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
@@ -64,17 +64,30 @@ async def ask(request: HttpRequest) -> HttpResponse:
     """The same search without JavaScript: start it, then show its thread (which refreshes)."""
     user = await request.auser()
     form = await database_sync_to_async(SearchForm)(request.POST)  # model choices come from the database
-    prepared = await database_sync_to_async(_start)(user, form)
+    # its files: kept here first (each bad one a sentence), sent to Perplexity only for a valid
+    # question; whatever fails, the question and the good files come back in the box
+    files, problems = await database_sync_to_async(attachment_views.gather)(
+        user, request.POST, request.FILES.getlist("files")
+    )
+    if files and not problems and await database_sync_to_async(form.is_valid)():
+        try:
+            await attachments.send_upstream(user, files)
+        except attachments.Refused as exc:
+            problems.append(exc.message)
+    prepared = await database_sync_to_async(_start)(user, form, files, problems)
     if prepared is None:
-        return await database_sync_to_async(_invalid)(request, user, form)
+        return await database_sync_to_async(_invalid)(request, user, form, files)
     entry, upstream_request = prepared
     runner.launch(entry, user, upstream_request)
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
 
-def _start(user, form: SearchForm):
-    """(entry, upstream request), or None with the reason added to the form."""
-    if not form.is_valid():
+def _start(user, form: SearchForm, files: list = (), problems: list = ()):
+    """(entry, upstream request), or None with the reasons added to the form."""
+    valid = form.is_valid()
+    for problem in problems:
+        form.add_error(None, problem)
+    if not valid or problems:
         return None
     try:
         entry = services.start_search(
@@ -82,6 +95,7 @@ def _start(user, form: SearchForm):
             form.cleaned_data["q"],
             form.options(services.defaults_for(user)),
             form.cleaned_data.get("thread"),
+            attachments=tuple(files),
         )
     except services.SearchRefused as exc:
         form.add_error(None, exc.message)
@@ -89,18 +103,22 @@ def _start(user, form: SearchForm):
     return entry, services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
 
 
-def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
-    """The same page again with the errors beside the box (status 200, as htmx wants)."""
+def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> HttpResponse:
+    """The same page again with the errors beside the box (status 200, as htmx wants), and the
+    files that were fine still attached."""
     thread_id = str(form.data.get("thread", ""))
     thread = Thread.objects.filter(pk=thread_id, user=user).first() if thread_id.isdigit() else None
+    kept = [attachment_views.describe(a) for a in files]
     if thread is None:
-        return render(request, "search/home.html", {"form": form})
-    return render(request, "search/thread.html", {**_thread_context(user, thread), "form": form})
+        return render(request, "search/home.html", {"form": form, "attached": kept})
+    return render(
+        request, "search/thread.html", {**_thread_context(user, thread), "form": form, "attached": kept}
+    )
 
 
 def _thread_context(user, thread: Thread) -> dict:
     services.sweep_interrupted()
-    entries = list(thread.entries.all())
+    entries = list(thread.entries.prefetch_related("attachments"))
     return {
         "thread": thread,
         "items": [entry_context(e) for e in entries],
