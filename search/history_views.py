@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import export, forget, history, images, imports, services
+from search import attachments, export, forget, history, images, imports, services
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
 
@@ -127,6 +127,7 @@ def delete(request: HttpRequest) -> HttpResponse:
         ]
         emptied.delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images
+        transaction.on_commit(attachments.sweep)  # and files (their rows went with them)
     said = f"Deleted {count} entr{'y' if count == 1 else 'ies'}."
     if conversations:  # after the commit: this waits for Perplexity
         done, outcome = forget.forget(request.user, conversations)

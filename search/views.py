@@ -46,10 +46,19 @@ def home(request: HttpRequest) -> HttpResponse:
     if again.isdigit() and len(again) < 19:
         # "Edit and ask again": an earlier question with its options, to change before asking
         entry = services.entry_for(request.user, int(again))
+        try:  # its files come along as fresh copies, to keep or remove before asking
+            attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
+        except attachments.Refused as exc:
+            attached = []
+            messages.warning(request, exc.message)
         return render(
             request,
             "search/home.html",
-            {"form": _form(request.user, entry.question, options=entry.options), "options_open": True},
+            {
+                "form": _form(request.user, entry.question, options=entry.options),
+                "options_open": True,
+                "attached": attached,
+            },
         )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     return render(
@@ -131,14 +140,21 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     """The same question with the same options, as a new conversation."""
     user = await request.auser()
 
-    def start():
-        entry = services.entry_for(user, pk)
-        new = services.start_search(user, entry.question, services.options_from_json(entry.options))
+    def copies():
+        return services.entry_for(user, pk), attachments.copies_for(user, services.entry_for(user, pk))
+
+    def start(entry, files):
+        new = services.start_search(
+            user, entry.question, services.options_from_json(entry.options), attachments=tuple(files)
+        )
         return new, services.build_request(new, new_thread=True)
 
     try:
-        entry, upstream_request = await database_sync_to_async(start)()
-    except services.SearchRefused as exc:
+        # its files go again, uploaded afresh (Perplexity's links to the first upload expire)
+        entry, files = await database_sync_to_async(copies)()
+        await attachments.send_upstream(user, files)
+        entry, upstream_request = await database_sync_to_async(start)(entry, files)
+    except (services.SearchRefused, attachments.Refused) as exc:
         messages.error(request, exc.message)
         return redirect("search:home")
     runner.launch(entry, user, upstream_request)

@@ -299,3 +299,35 @@ async def test_an_api_key_cannot_send_files(owner, upstream):
     response = await client.post(reverse("search:attach"), {"file": upload("notes.txt", b"words\n")})
     assert response.status_code == 400 and "API key cannot send files" in response.json()["error"]
     assert not await Attachment.objects.aexists()
+
+
+async def test_ask_again_and_edit_and_ask_again_reuse_the_files(owner, alinked, upstream):
+    stored = storage_routes(upstream)
+    ask = serve(upstream, Paced(answer_stream(words(3))), Paced(answer_stream(words(3))))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "first", "files": [upload("statement.pdf", PDF)]})
+    first = await wait_done((await Entry.objects.aget()).pk)
+    response = await client.post(reverse("search:reask", args=[first.pk]))
+    assert response.status_code == 302
+    second = await wait_done((await Entry.objects.exclude(pk=first.pk).aget()).pk)
+    assert stored.call_count == 2  # uploaded afresh
+    assert json.loads(ask.calls.last.request.content)["params"]["attachments"] == [OBJECT]
+    again = [a async for a in Attachment.objects.filter(entry=second)]
+    assert len(again) == 1 and again[0].name == "statement.pdf"
+    assert attachments.path_of(again[0]).read_bytes() == PDF
+    # "Edit and ask again": the box comes with fresh copies, ticked
+    page = (await client.get(reverse("search:home") + f"?again={first.pk}")).content.decode()
+    copy = await Attachment.objects.filter(entry__isnull=True).aget()
+    assert f'name="attachment" value="{copy.pk}" checked' in page and "first" in page
+
+
+async def test_deleting_an_entry_removes_its_files(owner, alinked, upstream):
+    storage_routes(upstream)
+    serve(upstream, Paced(answer_stream(words(3))))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "first", "files": [upload("statement.pdf", PDF)]})
+    entry = await wait_done((await Entry.objects.aget()).pk)
+    path = attachments.path_of(await Attachment.objects.aget())
+    response = await client.post(reverse("search:delete"), {"entry": [str(entry.pk)], "confirm": "1"})
+    assert response.status_code == 302 and not await Attachment.objects.aexists()
+    assert not path.exists()
