@@ -331,3 +331,60 @@ async def test_deleting_an_entry_removes_its_files(owner, alinked, upstream):
     response = await client.post(reverse("search:delete"), {"entry": [str(entry.pk)], "confirm": "1"})
     assert response.status_code == 302 and not await Attachment.objects.aexists()
     assert not path.exists()
+
+
+def test_exports_carry_the_files_and_import_brings_them_back(owner, member, client):
+    from search.models import Thread
+    from tests.search.test_history import downloaded
+
+    thread = Thread.objects.create(user=owner, title="my files")
+    entry = Entry.objects.create(
+        thread=thread, question="what is in them?", answer="Two files.", status="completed"
+    )
+    pdf = attachments.keep(owner, upload("statement.pdf", PDF))
+    png = attachments.keep(owner, upload("photo.png", PNG))
+    Attachment.objects.filter(pk__in=[pdf.pk, png.pk]).update(entry=entry)
+    Attachment.objects.filter(pk=pdf.pk).update(cited=True)
+    client.force_login(owner)
+    zipped = downloaded(client.get(reverse("search:export_all")))
+    archive = zipfile.ZipFile(io.BytesIO(zipped))
+    files = sorted(n for n in archive.namelist() if n.startswith("attachments/"))
+    assert [archive.read(n) for n in files] == [PDF, PNG]
+    (markdown,) = [archive.read(n).decode() for n in archive.namelist() if n.endswith(".md")]
+    assert f"- Attached: [statement.pdf](../{files[0]})" in markdown
+    listed = json.loads(archive.read("history.json"))["threads"][0]["entries"][0]["attachments"]
+    assert [(f["name"], f["kind"], f["cited"]) for f in listed] == [
+        ("statement.pdf", "pdf", True),
+        ("photo.png", "png", False),
+    ]
+    single = client.get(reverse("search:export_thread", args=[thread.pk, "md"])).content.decode()
+    assert "- Attached: statement.pdf" in single
+    client.force_login(member)
+    response = client.post(reverse("search:import"), {"file": io.BytesIO(zipped)}, follow=True)
+    assert "Imported 1 conversation(s)" in response.content.decode()
+    theirs = list(Attachment.objects.filter(user=member).order_by("pk"))
+    assert [(a.name, a.kind, a.cited) for a in theirs] == [
+        ("statement.pdf", "pdf", True),
+        ("photo.png", "png", False),
+    ]
+    assert attachments.path_of(theirs[0]).read_bytes() == PDF and theirs[0].entry.user_id == member.pk
+    assert theirs[0].stored != pdf.stored  # their own copies
+
+
+def test_an_import_judges_the_files_again(owner, client):
+    history = {
+        "format": "pplxweb-history/1",
+        "threads": [{"title": "t", "entries": [{"question": "q", "created": "2026-01-02T03:04:05+00:00", "attachments": [
+            {"name": "photo.png", "file": "attachments/1-1-photo.png"},
+            {"name": "../../escape.txt", "file": "../escape.txt"},
+        ]}]}],
+    }  # fmt: skip
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("history.json", json.dumps(history))
+        archive.writestr("attachments/1-1-photo.png", b"<html><script>alert(1)</script></html>")
+        archive.writestr("../escape.txt", b"words")
+    client.force_login(owner)
+    response = client.post(reverse("search:import"), {"file": io.BytesIO(out.getvalue())}, follow=True)
+    assert "Imported 1 conversation(s)" in response.content.decode()
+    assert not Attachment.objects.exists() and list(attachments.folder().iterdir()) == []
