@@ -14,7 +14,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from pplxweb import collector  # noqa: E402
+from pplxweb import collector, twisted_forms  # noqa: E402
 from search import warm  # noqa: E402
 from search.routing import websocket_urlpatterns  # noqa: E402
 
@@ -28,3 +28,5 @@ application = ProtocolTypeRouter(
 warm.up()  # the first search after a restart should be as quick as the next
 
 collector.configure()  # Python's garbage collector pauses every answer: rarely here (see there)
+
+twisted_forms.configure()  # daphne's Twisted must not hold a whole uploaded form in memory (see there)

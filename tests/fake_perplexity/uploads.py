@@ -168,31 +168,51 @@ def routes(state: dict, respond, refuse, signed_in) -> dict:
     }
 
 
+def parts_of(content_type: str, body: bytes) -> list[tuple[str, str, bytes]]:
+    """A multipart body's parts as (name, content type, data); split in C (bytes.split), so a
+    25 MB file costs the fake little."""
+    boundary = next(
+        (
+            p.split("=", 1)[1].strip().strip('"')
+            for p in content_type.split(";")
+            if p.strip().startswith("boundary=")
+        ),
+        "",
+    )
+    if not boundary:
+        return []
+    out = []
+    for chunk in body.split(b"--" + boundary.encode())[1:]:
+        if chunk.startswith(b"--"):
+            break
+        head, _, data = chunk.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        headers = BytesParser(policy=HTTP).parsebytes(head + b"\r\n\r\n")
+        name = headers.get_param("name", header="content-disposition") or ""
+        out.append(
+            (name, headers.get_content_type() if headers["content-type"] else "", data.removesuffix(b"\r\n"))
+        )
+    return out
+
+
 def check_form(request) -> tuple[str, str]:
     """What is wrong with a storage POST ('' when nothing), and the file it was for."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         return "not multipart", ""
-    message = BytesParser(policy=HTTP).parsebytes(
-        f"Content-Type: {content_type}\r\n\r\n".encode() + request.body
-    )
-    parts = list(message.iter_parts())
-    fields = {p.get_param("name", header="content-disposition"): p for p in parts}
-    key = fields.get("key").get_content() if "key" in fields else ""
-    policy = fields.get("policy").get_content() if "policy" in fields else ""
+    parts = parts_of(content_type, request.body)
+    fields = {name: data.decode("utf-8", "replace") for name, _, data in parts if name != "file"}
+    key, policy = fields.get("key", ""), fields.get("policy", "")
     file_uuid = key.split("/")[-2] if key.count("/") >= 2 else ""
     known = files.get(file_uuid)
     if known is None:
         return "unknown key", file_uuid
-    signature = fields.get("signature").get_content() if "signature" in fields else ""
-    if not hmac.compare_digest(signature, sign(key, policy)):
+    if not hmac.compare_digest(fields.get("signature", ""), sign(key, policy)):
         return "bad signature", file_uuid
-    if not parts or parts[-1].get_param("name", header="content-disposition") != "file":
+    if not parts or parts[-1][0] != "file":
         return "the file is not the last field", file_uuid
-    part = parts[-1]
-    data = part.get_payload(decode=True) or b""
-    if part.get_content_type() != known["content_type"]:
-        return f"content type {part.get_content_type()} is not {known['content_type']}", file_uuid
+    _, part_type, data = parts[-1]
+    if part_type != known["content_type"]:
+        return f"content type {part_type} is not {known['content_type']}", file_uuid
     if len(data) != known["size"]:
         return f"{len(data)} bytes, {known['size']} announced", file_uuid
     known["stored"] = len(data)
