@@ -9,7 +9,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
-from search import attachments
+from search import attachment_upload, attachments
 from search.attachments import IMAGES, KINDS, Refused
 from search.models import Attachment
 
@@ -39,7 +39,7 @@ async def attach(request: HttpRequest) -> JsonResponse:
     except Refused as exc:
         return JsonResponse({"error": exc.message}, status=400)
     try:
-        await attachments.send_upstream(user, [attachment])
+        await attachment_upload.send_upstream(user, [attachment])
     except Refused as exc:
         await database_sync_to_async(_forget)(user, [attachment.pk])
         return JsonResponse({"error": exc.message}, status=400)
@@ -47,13 +47,17 @@ async def attach(request: HttpRequest) -> JsonResponse:
 
 
 def _keep(user, uploaded) -> Attachment:
-    attachments.sweep()  # the day-old uploads never asked with, and files of deleted entries
+    attachments.sweep_now_and_then()  # the day-old uploads never asked with
     return attachments.keep(user, uploaded)
 
 
 def _forget(user, ids: list[int]) -> None:
-    Attachment.objects.filter(pk__in=ids, user=user, entry__isnull=True).delete()
-    attachments.sweep()
+    """The person's uploads not yet asked with, and their files."""
+    rows = list(Attachment.objects.filter(pk__in=ids, user=user, entry__isnull=True))
+    Attachment.objects.filter(pk__in=[a.pk for a in rows]).delete()
+    for attachment in rows:
+        if path := attachments.path_of(attachment):
+            path.unlink(missing_ok=True)
 
 
 @require_POST
@@ -94,7 +98,7 @@ def gather(user, data, files: list) -> tuple[list[Attachment], list[str]]:
     except Refused as exc:
         kept, problems = [], [exc.message]
     if files:
-        attachments.sweep()
+        attachments.sweep_now_and_then()
     for uploaded in files:
         try:
             kept.append(attachments.keep(user, uploaded))

@@ -16,21 +16,16 @@ import os
 import re
 import secrets
 import shutil
+import time
 import unicodedata
 import zipfile
 from datetime import timedelta
 from pathlib import Path
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
 from accounts import ratelimit
-from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import NoCredential, credentials_for, keep_rotated_cookies, make_client
-from accounts.services.link import mark_auth_problem
-from pplxweb.perplexity import uploads
-from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
 from search.render import scrub
@@ -38,6 +33,8 @@ from search.render import scrub
 log = logging.getLogger(__name__)
 
 ORPHAN_AFTER = timedelta(days=1)
+SWEEP_EVERY = 600.0  # seconds between sweeps started by uploads
+_swept = float("-inf")
 UPLOADS_PER_MINUTE = 30  # files a person may hand to Perplexity in a minute
 CHUNK = 256 * 1024
 KINDS = {  # kind -> (label, content type, extension)
@@ -339,13 +336,18 @@ def mark_cited(entry_id: int, hits: list[str]) -> None:
 def sweep(now=None) -> int:
     """Remove uploads never asked with after ORPHAN_AFTER, and files whose row is gone (their
     entry deleted). Returns how many files went."""
+    global _swept
+    _swept = time.monotonic()
     now = now or timezone.now()
     Attachment.objects.filter(entry__isnull=True, created__lt=now - ORPHAN_AFTER).delete()
     root = folder()
-    on_disk = {p.name for p in root.iterdir() if STORED.fullmatch(p.name)}
-    kept = set(Attachment.objects.filter(stored__in=list(on_disk)).values_list("stored", flat=True))
+    on_disk = sorted(p.name for p in root.iterdir() if STORED.fullmatch(p.name))
+    kept: set[str] = set()
+    for start in range(0, len(on_disk), 500):  # bounded statements, whatever the folder holds
+        names = on_disk[start : start + 500]
+        kept.update(Attachment.objects.filter(stored__in=names).values_list("stored", flat=True))
     gone = 0
-    for name in on_disk - kept:
+    for name in set(on_disk) - kept:
         (root / name).unlink(missing_ok=True)
         gone += 1
     for partial in root.glob("*.partial"):  # a keep() the server died in
@@ -354,60 +356,7 @@ def sweep(now=None) -> int:
     return gone
 
 
-# --- handing files to Perplexity ----------------------------------------------------------------
-
-
-async def send_upstream(user, attachments: list[Attachment]) -> None:
-    """Upload the files not yet on Perplexity with the credential the person's questions use;
-    their URLs are saved on them. Refused (with Perplexity's sentence) when that fails."""
-    waiting = [a for a in attachments if not a.remote_url]
-    if not waiting:
-        return
-    files = []
-    for attachment in waiting:
-        path = path_of(attachment)
-        if path is None:
-            raise Refused(f"“{attachment.name}” is no longer on this server; attach it again.")
-        files.append(
-            uploads.LocalFile(path, upstream_name(attachment), KINDS[attachment.kind][1], attachment.size)
-        )
-    credential = await database_sync_to_async(_credential)(user, len(waiting))
-    try:
-        async with make_client(
-            cookies=credential.cookies,
-            user_agent=credential.user_agent,
-            account_id=credential.account.account_id,
-        ) as client:
-            done = await uploads.upload(client, files, settings.UPLOAD_HOSTS)
-            cookies = dict(client.cookies)
-    except (AuthError, ChallengeError) as exc:
-        await database_sync_to_async(_auth_problem)(credential, exc)
-        raise Refused(f"{exc.message} The files were not sent; nothing was asked.") from None
-    except PerplexityError as exc:
-        raise Refused(exc.message) from None
-    await database_sync_to_async(_uploaded)(waiting, [d.url for d in done], credential, cookies)
-
-
-def _credential(user, count: int):
-    try:
-        credential = credentials_for(user)
-    except NoCredential as exc:
-        raise Refused(exc.message) from None
-    except DecryptionError:
-        raise Refused(f"{UNREADABLE} Nothing was sent.") from None
-    if credential.kind == "api_key":
-        raise Refused("Asking about files needs a linked Perplexity account: the API key cannot send files.")
-    take_uploads(user, count)
-    return credential
-
-
-def _auth_problem(credential, exc) -> None:
-    if credential.kind != "api_key":
-        mark_auth_problem(credential.account, exc)
-
-
-def _uploaded(attachments: list[Attachment], urls: list[str], credential, cookies: dict) -> None:
-    for attachment, url in zip(attachments, urls, strict=True):
-        attachment.remote_url = url
-        Attachment.objects.filter(pk=attachment.pk).update(remote_url=url)
-    keep_rotated_cookies(credential.account, credential.cookies, cookies)
+def sweep_now_and_then() -> None:
+    """sweep() at most every SWEEP_EVERY in this process (each upload calls this)."""
+    if time.monotonic() - _swept > SWEEP_EVERY:
+        sweep()

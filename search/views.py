@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from search import attachment_views, attachments, images, runner, services
+from search import attachment_upload, attachment_views, attachments, images, runner, services
 from search.display import entry_context
 from search.forms import SearchForm
 from search.models import Entry, Thread
@@ -80,7 +80,7 @@ async def ask(request: HttpRequest) -> HttpResponse:
     )
     if files and not problems and await database_sync_to_async(form.is_valid)():
         try:
-            await attachments.send_upstream(user, files)
+            await attachment_upload.send_upstream(user, files)
         except attachments.Refused as exc:
             problems.append(exc.message)
     prepared = await database_sync_to_async(_start)(user, form, files, problems)
@@ -152,7 +152,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         # its files go again, uploaded afresh (Perplexity's links to the first upload expire)
         entry, files = await database_sync_to_async(copies)()
-        await attachments.send_upstream(user, files)
+        await attachment_upload.send_upstream(user, files)
         entry, upstream_request = await database_sync_to_async(start)(entry, files)
     except (services.SearchRefused, attachments.Refused) as exc:
         messages.error(request, exc.message)

@@ -388,3 +388,11 @@ def test_an_import_judges_the_files_again(owner, client):
     response = client.post(reverse("search:import"), {"file": io.BytesIO(out.getvalue())}, follow=True)
     assert "Imported 1 conversation(s)" in response.content.decode()
     assert not Attachment.objects.exists() and list(attachments.folder().iterdir()) == []
+
+
+async def test_removing_a_chip_removes_the_upload_and_its_file(owner, alinked):
+    kept = await sync_to_async(attachments.keep)(owner, upload("notes.txt", b"words\n"))
+    path = attachments.path_of(kept)
+    client = await client_for(owner)
+    assert (await client.post(reverse("search:remove_attachment", args=[kept.pk]))).status_code == 204
+    assert not await Attachment.objects.aexists() and not path.exists()
