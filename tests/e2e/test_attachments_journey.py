@@ -105,3 +105,42 @@ async def test_attach_by_paste_and_button_ask_and_keep(page, pplxweb_server, fak
     kept = sorted(archive.read(n) for n in archive.namelist() if n.startswith("attachments/"))
     assert kept == sorted([PNG, PDF])
     assert page.console_errors == []
+
+
+async def test_a_refused_file_says_why_and_the_question_waits(page, pplxweb_server, fake_perplexity):
+    await linked_owner()
+    control(
+        fake_perplexity,
+        ask={"answer": ["Fine."], "pace": 0.01},
+        uploads={"fault": "storage_403"},
+        requests=[],
+    )
+    await sign_in(page, pplxweb_server)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.set_input_files(
+        ".attachments input[type=file]",
+        files=[{"name": "statement.pdf", "mimeType": "application/pdf", "buffer": PDF}],
+    )
+    chip = page.locator(".attachments .chip.failed")
+    await expect(chip).to_contain_text("Policy Condition failed")
+    await page.set_input_files(
+        ".attachments input[type=file]",
+        files=[{"name": "fake.png", "mimeType": "image/png", "buffer": b"<html>"}],
+    )
+    await expect(page.locator(".attachments .chip.failed")).to_have_count(2)
+    await expect(page.locator(".attachments .chip.failed").nth(1)).to_contain_text("is not a PNG image")
+    await page.fill("#id_q", "What is in my files?")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#search-error")).to_contain_text("Some files could not be attached")
+    await shoot(page, "attach-failed-desktop")
+    assert (
+        await Entry.objects.acount() == 0
+        and await page.locator("#id_q").input_value() == "What is in my files?"
+    )
+    for _ in range(2):
+        await page.locator(".attachments .chip button.remove").first.click()
+    control(fake_perplexity, uploads={})
+    await page.locator("#id_q").press("Enter")
+    await expect(page.locator("article.entry .status-completed")).to_be_visible(timeout=15000)
+    assert not await Attachment.objects.aexists()  # the failed ones were never kept
+    assert page.console_errors == [] or all("400" in e for e in page.console_errors)
