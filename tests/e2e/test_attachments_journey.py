@@ -144,3 +144,44 @@ async def test_a_refused_file_says_why_and_the_question_waits(page, pplxweb_serv
     await expect(page.locator("article.entry .status-completed")).to_be_visible(timeout=15000)
     assert not await Attachment.objects.aexists()  # the failed ones were never kept
     assert page.console_errors == [] or all("400" in e for e in page.console_errors)
+
+
+async def test_without_javascript_the_plain_form_takes_the_files(pplxweb_server, fake_perplexity):
+    from playwright.async_api import async_playwright
+
+    from tests.e2e.conftest import CHROMIUM_ARGS
+
+    await linked_owner()
+    control(fake_perplexity, ask={"answer": ["It is a statement."], "pace": 0.01}, uploads={}, requests=[])
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = await browser.new_context(
+            java_script_enabled=False, viewport={"width": 1280, "height": 800}
+        )
+        page = await context.new_page()
+        await sign_in(page, pplxweb_server)
+        await page.fill("#id_q", "What is in it?")
+        files = [
+            {"name": "statement.pdf", "mimeType": "application/pdf", "buffer": PDF},
+            {"name": "photo.png", "mimeType": "image/png", "buffer": b"<html>not an image</html>"},
+        ]
+        await page.set_input_files(".attachments input[type=file]", files=files)
+        await page.click("#search-form button[type=submit]")
+        # the disguised PNG is refused; the question and the good file stay
+        await expect(page.locator(".errors")).to_contain_text("is not a PNG image")
+        assert await page.locator("#id_q").input_value() == "What is in it?"
+        await expect(page.locator('.attachments input[name="attachment"]:checked')).to_have_count(1)
+        await shoot(page, "attach-nojs-kept-desktop")
+        await page.click("#search-form button[type=submit]")
+        await expect(page.locator(".entry-files")).to_contain_text("statement.pdf")
+        for _ in range(50):  # as its <noscript> refresh does (not run by this headless browser)
+            if await page.locator(".status-completed").count():
+                break
+            await page.wait_for_timeout(300)
+            await page.reload()
+        await expect(page.locator("article.entry .answer")).to_contain_text(
+            "It is a statement.", timeout=10000
+        )
+        await browser.close()
+    saved = await Entry.objects.aget()
+    assert [a.name async for a in Attachment.objects.filter(entry=saved)] == ["statement.pdf"]
