@@ -67,7 +67,7 @@ CLAIMS = {  # what a name's extension says it is
     **TEXT_NAMES,
 }  # fmt: skip
 ACCEPTED = "PDF, PNG, JPEG, WebP, GIF, Word (.docx), plain text, Markdown or CSV"
-PDF_SCRIPT = re.compile(rb"/(JavaScript|JS|Launch|EmbeddedFile)\b")
+PDF_SCRIPT = re.compile(rb"/(JavaScript|JS|Launch)\b")  # in its uncompressed dictionaries
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,8}")
 
 
@@ -148,7 +148,7 @@ def judge(path: Path, name: str) -> str:
             f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
         )
     if kind == "pdf" and _pdf_has_script(path):
-        raise Refused(f"“{name}” is a PDF with JavaScript or embedded programs; pplxweb does not keep those.")
+        raise Refused(f"“{name}” is a PDF with JavaScript or a launch action; pplxweb does not keep those.")
     return kind
 
 

@@ -396,3 +396,22 @@ async def test_removing_a_chip_removes_the_upload_and_its_file(owner, alinked):
     client = await client_for(owner)
     assert (await client.post(reverse("search:remove_attachment", args=[kept.pk]))).status_code == 204
     assert not await Attachment.objects.aexists() and not path.exists()
+
+
+async def test_a_follow_up_takes_files_and_the_earlier_ones_stay_listed(owner, alinked, upstream):
+    storage_routes(upstream)
+    ask = serve(upstream, Paced(answer_stream(words(3))), Paced(answer_stream(words(3))))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "first", "files": [upload("notes.txt", b"first words\n")]})
+    first = await wait_done((await Entry.objects.aget()).pk)
+    response = await client.post(
+        reverse("search:ask"),
+        {"q": "and this one?", "thread": str(first.thread_id), "files": [upload("statement.pdf", PDF)]},
+    )
+    assert response.status_code == 302
+    second = await wait_done((await Entry.objects.exclude(pk=first.pk).aget()).pk)
+    params = json.loads(ask.calls.last.request.content)["params"]
+    assert params["last_backend_uuid"] == "b-1" and params["attachments"] == [OBJECT]
+    assert second.thread_id == first.thread_id
+    page = (await client.get(reverse("search:thread", args=[first.thread_id]))).content.decode()
+    assert page.count('class="entry-files"') == 2 and "notes.txt" in page and "statement.pdf" in page
