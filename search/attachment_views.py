@@ -3,6 +3,7 @@ progress), remove one not yet asked with, download one, and the plain form's fil
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
@@ -34,10 +35,11 @@ async def attach(request: HttpRequest) -> JsonResponse:
     files = request.FILES.getlist("file")
     if len(files) != 1:
         return JsonResponse({"error": "Send one file at a time."}, status=400)
-    try:
-        attachment = await database_sync_to_async(_keep)(user, files[0])
+    try:  # the copy on a thread of its own: the database thread is everyone's
+        stored = await sync_to_async(attachments.store, thread_sensitive=False)(files[0])
     except Refused as exc:
         return JsonResponse({"error": exc.message}, status=400)
+    (attachment,) = await database_sync_to_async(_keep)(user, stored)
     try:
         await attachment_upload.send_upstream(user, [attachment])
     except Refused as exc:
@@ -46,9 +48,9 @@ async def attach(request: HttpRequest) -> JsonResponse:
     return JsonResponse(describe(attachment))
 
 
-def _keep(user, uploaded) -> Attachment:
+def _keep(user, stored: Attachment) -> list[Attachment]:
     attachments.sweep_now_and_then()  # the day-old uploads never asked with
-    return attachments.keep(user, uploaded)
+    return attachments.record(user, [stored])
 
 
 def _forget(user, ids: list[int]) -> None:
@@ -89,25 +91,33 @@ def download(request: HttpRequest, pk: int) -> FileResponse:
 # --- the plain form (no JavaScript) -------------------------------------------------------------
 
 
-def gather(user, data, files: list) -> tuple[list[Attachment], list[str]]:
+async def gather(user, data, files: list) -> tuple[list[Attachment], list[str]]:
     """The files of a plain form: those kept from a previous try (`attachment` ids), then the new
-    uploads, each kept if it may be. Returns (the good files, a sentence for each bad one)."""
+    uploads, each kept if it may be (copied off the database thread). Returns (the good files, a
+    sentence for each bad one)."""
     problems: list[str] = []
-    try:
-        kept = attachments.chosen(user, data.getlist("attachment"))
-    except Refused as exc:
-        kept, problems = [], [exc.message]
-    if files:
-        attachments.sweep_now_and_then()
+    stored = []
     for uploaded in files:
         try:
-            kept.append(attachments.keep(user, uploaded))
+            stored.append(await sync_to_async(attachments.store, thread_sensitive=False)(uploaded))
         except Refused as exc:
             problems.append(exc.message)
+    kept, refused = await database_sync_to_async(_gathered)(user, data.getlist("attachment"), stored)
+    problems[:0] = refused
     limit = settings.ATTACHMENTS_PER_QUESTION
     if len(kept) > limit:
         problems.append(f"At most {limit} files per question (there are {len(kept)}); remove some.")
     return kept, problems
+
+
+def _gathered(user, ids: list, stored: list[Attachment]) -> tuple[list[Attachment], list[str]]:
+    try:
+        kept, problems = attachments.chosen(user, ids), []
+    except Refused as exc:
+        kept, problems = [], [exc.message]
+    if stored:
+        attachments.sweep_now_and_then()
+    return kept + attachments.record(user, stored), problems
 
 
 def ready(user, data) -> list[Attachment]:

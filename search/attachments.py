@@ -199,9 +199,10 @@ def _pdf_has_script(path: Path) -> bool:
     return False
 
 
-def keep(user, uploaded) -> Attachment:
+def store(uploaded) -> Attachment:
     """Save an uploaded file (Django's UploadedFile, read in chunks: memory stays flat) under a
-    safe name and return its row; Refused (nothing left behind) when it may not be kept."""
+    safe name; its row, not yet saved (see record). Refused (nothing left behind) when it may not
+    be kept. Only file work: callers run it off the database thread."""
     name = shown_name(getattr(uploaded, "name", ""))
     limit = max_bytes()
     if uploaded.size is not None and uploaded.size > limit:
@@ -228,11 +229,25 @@ def keep(user, uploaded) -> Attachment:
         os.replace(partial, folder() / stored)
     finally:
         partial.unlink(missing_ok=True)
+    return Attachment(name=name, stored=stored, size=size, kind=kind)
+
+
+def record(user, stored: list[Attachment]) -> list[Attachment]:
+    """The rows of files store() kept, saved as the person's (their files go if that fails)."""
     try:
-        return Attachment.objects.create(user=user, name=name, stored=stored, size=size, kind=kind)
+        for attachment in stored:
+            attachment.user = user
+            attachment.save()
     except Exception:
-        (folder() / stored).unlink(missing_ok=True)
+        for attachment in stored:
+            (folder() / attachment.stored).unlink(missing_ok=True)
         raise
+    return stored
+
+
+def keep(user, uploaded) -> Attachment:
+    """store() and record() in one (for callers already off the event loop)."""
+    return record(user, [store(uploaded)])[0]
 
 
 def path_of(attachment: Attachment) -> Path | None:

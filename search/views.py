@@ -75,9 +75,7 @@ async def ask(request: HttpRequest) -> HttpResponse:
     form = await database_sync_to_async(SearchForm)(request.POST)  # model choices come from the database
     # its files: kept here first (each bad one a sentence), sent to Perplexity only for a valid
     # question; whatever fails, the question and the good files come back in the box
-    files, problems = await database_sync_to_async(attachment_views.gather)(
-        user, request.POST, request.FILES.getlist("files")
-    )
+    files, problems = await attachment_views.gather(user, request.POST, request.FILES.getlist("files"))
     if files and not problems and await database_sync_to_async(form.is_valid)():
         try:
             await attachment_upload.send_upstream(user, files)
@@ -141,7 +139,8 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
 
     def copies():
-        return services.entry_for(user, pk), attachments.copies_for(user, services.entry_for(user, pk))
+        entry = services.entry_for(user, pk)
+        return entry, attachments.copies_for(user, entry)
 
     def start(entry, files):
         new = services.start_search(
