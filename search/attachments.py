@@ -33,6 +33,7 @@ from search.render import scrub
 log = logging.getLogger(__name__)
 
 ORPHAN_AFTER = timedelta(days=1)
+IN_FLIGHT = 600.0  # seconds a stored file may wait for its row before a sweep takes it
 SWEEP_EVERY = 600.0  # seconds between sweeps started by uploads
 _swept = float("-inf")
 UPLOADS_PER_MINUTE = 30  # files a person may hand to Perplexity in a minute
@@ -354,21 +355,45 @@ def sweep(now=None) -> int:
     global _swept
     _swept = time.monotonic()
     now = now or timezone.now()
-    Attachment.objects.filter(entry__isnull=True, created__lt=now - ORPHAN_AFTER).delete()
     root = folder()
+    orphans = Attachment.objects.filter(entry__isnull=True, created__lt=now - ORPHAN_AFTER)
+    gone = 0
+    while names := list(orphans.values_list("stored", flat=True)[:500]):
+        Attachment.objects.filter(stored__in=names).delete()
+        gone += remove_stored(names)
     on_disk = sorted(p.name for p in root.iterdir() if STORED.fullmatch(p.name))
     kept: set[str] = set()
     for start in range(0, len(on_disk), 500):  # bounded statements, whatever the folder holds
         names = on_disk[start : start + 500]
         kept.update(Attachment.objects.filter(stored__in=names).values_list("stored", flat=True))
-    gone = 0
     for name in set(on_disk) - kept:
+        # a file stored a moment ago may not have its row yet (another upload, in another tab)
+        try:
+            if now.timestamp() - (root / name).stat().st_mtime < IN_FLIGHT:
+                continue
+        except FileNotFoundError:
+            continue
         (root / name).unlink(missing_ok=True)
         gone += 1
     for partial in root.glob("*.partial"):  # a keep() the server died in
         if now.timestamp() - partial.stat().st_mtime > ORPHAN_AFTER.total_seconds():
             partial.unlink(missing_ok=True)
     return gone
+
+
+def stored_of(entries) -> list[str]:
+    """The stored names of these entries' files (a queryset of them, read before they are deleted)."""
+    return list(Attachment.objects.filter(entry__in=entries).values_list("stored", flat=True))
+
+
+def remove_stored(names: list[str]) -> int:
+    """Delete these stored files (their rows already gone); returns how many there were."""
+    root, count = folder(), 0
+    for name in names:
+        if STORED.fullmatch(name) and (root / name).exists():
+            (root / name).unlink(missing_ok=True)
+            count += 1
+    return count
 
 
 def sweep_now_and_then() -> None:

@@ -118,6 +118,7 @@ def delete(request: HttpRequest) -> HttpResponse:
         known = forget.first_answers(threads) if upstream else {}
         gone = list(chosen.values_list("pk", flat=True))
         count = len(gone)
+        files = attachments.stored_of(chosen)  # their rows go with the entries
         chosen.delete()
         emptied = threads.filter(entries__isnull=True)
         conversations = [
@@ -127,7 +128,7 @@ def delete(request: HttpRequest) -> HttpResponse:
         ]
         emptied.delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images
-        transaction.on_commit(attachments.sweep)  # and files (their rows went with them)
+        transaction.on_commit(lambda: attachments.remove_stored(files))  # and attached files
     said = f"Deleted {count} entr{'y' if count == 1 else 'ies'}."
     if conversations:  # after the commit: this waits for Perplexity
         done, outcome = forget.forget(request.user, conversations)

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import stat
+import time
 import zipfile
 from datetime import timedelta
 
@@ -128,7 +129,12 @@ def test_the_sweep_removes_day_old_uploads_and_files_of_deleted_entries(owner):
     Attachment.objects.filter(pk=old.pk).update(created=timezone.now() - timedelta(days=2))
     stray = attachments.folder() / ("0" * 32 + ".pdf")
     stray.write_bytes(PDF)  # an entry's file whose row went with the entry
+    in_flight = attachments.folder() / ("1" * 32 + ".pdf")
+    in_flight.write_bytes(PDF)  # another tab's upload, its row not written yet
+    an_hour_ago = time.time() - 3600
+    os.utime(stray, (an_hour_ago, an_hour_ago))
     assert attachments.sweep() == 2
+    assert in_flight.exists()
     assert not stray.exists() and attachments.path_of(old) is None
     assert attachments.path_of(fresh) is not None and Attachment.objects.filter(pk=fresh.pk).exists()
 
