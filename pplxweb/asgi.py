@@ -13,7 +13,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from pplxweb import collector  # noqa: E402
+from pplxweb import collector, twisted_forms  # noqa: E402
 from pplxweb.origin import SameOriginValidator  # noqa: E402
 from search import liveness, runner, warm  # noqa: E402
 from search.library import keeper  # noqa: E402
@@ -49,3 +49,5 @@ application = keeper.starting(  # library imports run in the server (search/libr
 warm.up()  # the first search after a restart should be as quick as the next
 
 collector.configure()  # Python's garbage collector pauses every answer: rarely here (see there)
+
+twisted_forms.configure()  # daphne's Twisted must not hold a whole uploaded form in memory (see there)

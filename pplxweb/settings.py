@@ -54,6 +54,11 @@ PERPLEXITY_ANSWER_TIMEOUT = env_int(ENV, "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT", 30
 # seconds between two upstream requests of a library import (at most one a second; 0: no pacing)
 LIBRARY_PACE = env_float(ENV, "PPLXWEB_LIBRARY_PACE", 1.0, 0.0, 3600.0)
 LIBRARY_KEEPER = True  # each server process starts and resumes library jobs (search/library/keeper.py)
+# files asked about (search.attachments): the size cap, how many per question, and the hosts
+# Perplexity's storage forms may point at (https only; Perplexity's own address always may)
+ATTACHMENT_MAX_MB = env_int(ENV, "PPLXWEB_ATTACHMENT_MAX_MB", 25, 1, 1024)
+ATTACHMENTS_PER_QUESTION = env_int(ENV, "PPLXWEB_ATTACHMENTS_PER_QUESTION", 10, 1, 50)
+UPLOAD_HOSTS = tuple(env_list(ENV, "PPLXWEB_UPLOAD_HOSTS") or ["ppl-ai-file-upload.s3.amazonaws.com"])
 PERPLEXITY_IMPERSONATE = env_choice(
     ENV, "PPLXWEB_IMPERSONATE", "chrome", ("chrome", "safari", "firefox", "edge", "off")
 )

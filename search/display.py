@@ -6,6 +6,7 @@ import re
 
 from django.template.loader import render_to_string
 
+from search.attachments import listed
 from search.models import Entry
 from search.render import render_answer, render_report, render_sources
 
@@ -56,6 +57,7 @@ def entry_context(entry: Entry) -> dict:
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
         "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
+        "attachments": listed(entry),
     }
 
 

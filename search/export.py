@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from search import images
+from search import attachment_archive, images
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
@@ -62,6 +62,7 @@ def thread_markdown(thread: Thread, in_zip: bool = False) -> str:
             lines += ["### Research report", "", _demoted(entry.report).strip(), ""]
         if entry.error:
             lines += [f"> {entry.error}", ""]
+        lines += attachment_archive.markdown_lines(entry, in_zip)
         for record in _kept_images(entry):
             caption = re.sub(
                 r"([\\\[\]])", r"\\\1", " ".join(str(record.get("caption") or "Generated image").split())
@@ -103,6 +104,7 @@ def entry_json(entry: Entry) -> dict:
             }
             for r in _kept_images(entry)
         ],
+        "attachments": attachment_archive.listed(entry),  # "file": likewise
     }
 
 
@@ -119,7 +121,11 @@ def thread_json(thread: Thread) -> dict:
 def _threads_in_order(user) -> Iterator[Thread]:
     """The person's threads, oldest first, with their entries: READ_BATCH threads per query, so
     an export's memory does not grow with the history."""
-    query = Thread.objects.filter(user=user).order_by("created", "pk").prefetch_related("entries")
+    query = (
+        Thread.objects.filter(user=user)
+        .order_by("created", "pk")
+        .prefetch_related("entries", "entries__attachments")
+    )
     after = None
     while True:
         page = query
@@ -179,6 +185,7 @@ def history_zip(user) -> Iterator[bytes]:
             listing.write(separator + json.dumps(thread_json(thread), ensure_ascii=False).encode())
             separator = b",\n"
             for entry in thread.entries.all():
+                attachment_archive.write(archive, entry)
                 for record in _kept_images(entry):
                     if name := _zip_name(entry, record):
                         archive.write(images.path_of(entry.pk, record), name, zipfile.ZIP_STORED)

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import export, forget, history, images, imports, services
+from search import attachments, export, forget, history, images, imports, services
 from search.display import catalogue_models
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
@@ -120,6 +120,7 @@ def delete(request: HttpRequest) -> HttpResponse:
         known = forget.first_answers(threads) if upstream else {}
         gone = list(chosen.values_list("pk", flat=True))
         count = len(gone)
+        files = attachments.stored_of(chosen)  # their rows go with the entries
         chosen.delete()
         emptied = threads.filter(entries__isnull=True)
         conversations = [
@@ -129,6 +130,7 @@ def delete(request: HttpRequest) -> HttpResponse:
         ]
         emptied.delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images
+        transaction.on_commit(lambda: attachments.remove_stored(files))  # and attached files
     said = f"Deleted {count} entr{'y' if count == 1 else 'ies'}."
     if conversations:  # after the commit: this waits for Perplexity
         done, outcome = forget.forget(request.user, conversations)

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from search import images
+from search import attachment_archive, attachments, images
 from search.export import FORMAT
 from search.models import Entry, Thread
 from search.render import scrub
@@ -142,6 +142,7 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
         for start in range(0, len(made), WRITE_BATCH):
             Thread.objects.filter(pk__in=made[start : start + WRITE_BATCH]).delete()
         images.remove(written)
+        attachments.sweep()  # the files of the entries removed again
         if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
             raise ImportRefused("That zip is damaged; nothing was imported.") from None
         raise
@@ -202,6 +203,7 @@ def _import(
                 # created is set to now on insert (auto_now_add): the file's own moment goes in after
                 entry.created = item["created"]
                 entry.images = _import_images(entry.pk, item.get("images"), archive)
+                attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
                 if entry.images:
                     written.append(entry.pk)
             _set(entries, "created", "images")

@@ -183,3 +183,27 @@ class LibrarySchedule(models.Model):
 
     def __str__(self) -> str:
         return f"library sync of {self.user}"
+
+
+class Attachment(models.Model):
+    """A file someone asked about, kept beside the answer (search.attachments): its bytes in
+    DATA_DIR/attachments/<stored>, its entry once asked (until then an upload, swept after a day)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, null=True, blank=True, related_name="attachments"
+    )
+    name = models.CharField(max_length=300)  # as given, cleaned of what cannot be shown
+    stored = models.CharField(max_length=80, unique=True)  # pplxweb's own safe file name
+    size = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=12)  # search.attachments.KINDS
+    remote_url = models.TextField(blank=True)  # Perplexity's URL for it, once uploaded there
+    cited = models.BooleanField(default=False)  # the answer named it (a "your file" source)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [models.Index(fields=["entry", "created"], name="search_attachment_unasked")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -24,7 +24,8 @@ from accounts.services import Credential, credentials_for, credentials_for_many,
 from accounts.services.catalogue import stale as catalogue_stale
 from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
-from search import images
+from pplxweb.perplexity.sources import file_hits
+from search import attachments, images
 from search.display import catalogue_models
 from search.models import Entry, Thread
 from search.render import scrub
@@ -153,16 +154,19 @@ class Ask:
     question: str
     options: AskOptions
     thread_id: int | None = None
+    attachments: tuple = ()  # its files (search.models.Attachment), already on Perplexity
 
 
-def start_search(user, question: str, options: AskOptions, thread_id: int | None = None) -> Entry:
+def start_search(
+    user, question: str, options: AskOptions, thread_id: int | None = None, attachments: tuple = ()
+) -> Entry:
     """Check the person's limits, then write the entry (status running) and commit it.
 
     The run itself starts after this returns (search.runner.launch): nothing is sent upstream
     before the entry exists, and no transaction is open while it runs. Raises SearchRefused
     (a limit) or Http404 (not their conversation).
     """
-    started = start_searches([Ask(user, question, options, thread_id)])[0]
+    started = start_searches([Ask(user, question, options, thread_id, tuple(attachments))])[0]
     if isinstance(started, Exception):
         raise started
     return started
@@ -236,6 +240,8 @@ def _write_entries(asks: list[Ask], outcomes: list) -> list[Entry | SearchRefuse
         if isinstance(outcome, Thread)
     ]
     Entry.objects.bulk_create([entry for _, entry in started])
+    for i, entry in started:
+        attachments.link(entry, list(asks[i].attachments))
     # a follow-up moves its thread to the top (a new one was just created)
     followed = {asks[i].thread_id for i, _ in started if asks[i].thread_id}
     if followed:
@@ -315,7 +321,10 @@ def save_run(run: Run, final: bool) -> None:
         )
     entry = Entry.objects.filter(pk=run.entry_id)
     # upstream text: no NUL, no lone surrogate, nothing longer than its column (search.saving)
-    if not entry.update(**fitted(Entry, fields)) and final:  # deleted while it ran: so go its images
+    updated = entry.update(**fitted(Entry, fields))
+    if final and updated and run.request.attachments and run.snapshot is not None:
+        attachments.mark_cited(run.entry_id, file_hits(run.snapshot))  # "your file" sources
+    if not updated and final:  # deleted while it ran: so go its images
         images.remove([run.entry_id])
         return
     if final and (result.read_write_token or result.thread_url_slug):
@@ -361,7 +370,10 @@ def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
     follow_up = None
     if previous is not None:
         follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
-    return AskRequest(entry.question, options, follow_up)
+    urls = getattr(entry, "attachment_urls", None)  # set when the entry was just started
+    if urls is None:
+        urls = tuple(u for u in entry.attachments.values_list("remote_url", flat=True) if u)
+    return AskRequest(entry.question, options, follow_up, attachments=tuple(urls))
 
 
 def run_needs(user) -> tuple[dict, Credential]:

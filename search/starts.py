@@ -21,7 +21,8 @@ from django.http import Http404, QueryDict
 
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import NoCredential, catalogue
-from search import services
+from search import attachment_views, services
+from search.attachments import Refused
 from search.display import catalogue_models
 from search.forms import SearchForm
 from search.models import Entry
@@ -121,15 +122,32 @@ def _start(asks: list, valid: list, people: dict, outcomes: list, preloaded: dic
         elif not preloaded[asks[i][0].pk]:  # no credential at all: say so, write no entry
             outcomes[i] = NoCredential.message
     valid = [(i, form) for i, form in valid if asks[i][0].pk in defaults and preloaded[asks[i][0].pk]]
+    files = _files(asks, valid, outcomes)
+    valid = [(i, form) for i, form in valid if i in files]
     started = services.start_searches(
         [
             services.Ask(
-                user, form.cleaned_data["q"], form.options(defaults[user.pk]), form.cleaned_data.get("thread")
+                asks[i][0],
+                form.cleaned_data["q"],
+                form.options(defaults[asks[i][0].pk]),
+                form.cleaned_data.get("thread"),
+                tuple(files[i]),
             )
-            for user, form in ((asks[i][0], form) for i, form in valid)
+            for i, form in valid
         ]
     )
     return valid, started
+
+
+def _files(asks: list, valid: list, outcomes: list) -> dict[int, list]:
+    """Each valid ask's files (by its place); one whose files are not ready gets the sentence."""
+    files = {}
+    for i, _ in valid:
+        try:
+            files[i] = attachment_views.ready(asks[i][0], asks[i][1])
+        except Refused as exc:
+            outcomes[i] = f"{exc.message} Nothing was asked."
+    return files
 
 
 def _valid_forms(asks: list, current: dict, outcomes: list) -> list[tuple[int, SearchForm]]:

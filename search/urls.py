@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search import history_views, views
+from search import attachment_views, history_views, views
 from search.library import views as library_views
 
 app_name = "search"
@@ -16,6 +16,9 @@ urlpatterns = [
     path("entry/<int:pk>/image/<int:n>/", views.image, name="image"),
     path("entry/<int:pk>/answer.md", views.entry_markdown, name="entry_markdown"),
     path("entry/<int:pk>/report.md", views.entry_report, name="entry_report"),
+    path("attachments/", attachment_views.attach, name="attach"),
+    path("attachment/<int:pk>/", attachment_views.download, name="attachment"),
+    path("attachment/<int:pk>/remove/", attachment_views.remove, name="remove_attachment"),
     path("history/", history_views.history_page, name="history"),
     path("history/suggest/", history_views.suggest, name="suggest"),
     path("history/delete/", history_views.delete, name="delete"),

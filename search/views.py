@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.fields import DecryptionError
 from accounts.services.credentials import NoCredential, credentials_for_many
-from search import images, liveness, runner, services
+from search import attachment_upload, attachment_views, attachments, images, liveness, runner, services
 from search.display import answer_markdown, entry_context
 from search.forms import SearchForm
 from search.library import carry
@@ -57,10 +57,19 @@ def home(request: HttpRequest) -> HttpResponse:
     if again.isdigit() and len(again) < 19:
         # "Edit and ask again": an earlier question with its options, to change before asking
         entry = services.entry_for(request.user, int(again))
+        try:  # its files come along as fresh copies, to keep or remove before asking
+            attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
+        except attachments.Refused as exc:
+            attached = []
+            messages.warning(request, exc.message)
         return render(
             request,
             "search/home.html",
-            {"form": _form(request.user, entry.question, options=entry.options), "options_open": True},
+            {
+                "form": _form(request.user, entry.question, options=entry.options),
+                "options_open": True,
+                "attached": attached,
+            },
         )
     carried = request.GET.get("carry", "")
     if carried.isdigit() and len(carried) < 19:
@@ -98,9 +107,17 @@ async def ask(request: HttpRequest) -> HttpResponse:
     """The same search without JavaScript: start it, then show its thread (which refreshes)."""
     user = await request.auser()
     form = await database_sync_to_async(SearchForm)(request.POST)  # model choices come from the database
-    prepared = await database_sync_to_async(_start)(user, form)
+    # its files: kept here first (each bad one a sentence), sent to Perplexity only for a valid
+    # question; whatever fails, the question and the good files come back in the box
+    files, problems = await attachment_views.gather(user, request.POST, request.FILES.getlist("files"))
+    if files and not problems and await database_sync_to_async(form.is_valid)():
+        try:
+            await attachment_upload.send_upstream(user, files)
+        except attachments.Refused as exc:
+            problems.append(exc.message)
+    prepared = await database_sync_to_async(_start)(user, form, files, problems)
     if prepared is None:
-        return await database_sync_to_async(_invalid)(request, user, form)
+        return await database_sync_to_async(_invalid)(request, user, form, files)
     entry, upstream_request = prepared
     runner.launch(entry, user, upstream_request)
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
@@ -115,9 +132,12 @@ def _can_search(user) -> bool:
         return True
 
 
-def _start(user, form: SearchForm):
-    """(entry, upstream request), or None with the reason added to the form."""
-    if not form.is_valid():
+def _start(user, form: SearchForm, files: list = (), problems: list = ()):
+    """(entry, upstream request), or None with the reasons added to the form."""
+    valid = form.is_valid()
+    for problem in problems:
+        form.add_error(None, problem)
+    if not valid or problems:
         return None
     if not _can_search(user):  # no entry that could only fail
         form.add_error(None, NoCredential.message)
@@ -128,6 +148,7 @@ def _start(user, form: SearchForm):
             form.cleaned_data["q"],
             form.options(services.defaults_for(user)),
             form.cleaned_data.get("thread"),
+            attachments=tuple(files),
         )
     except services.SearchRefused as exc:
         form.add_error(None, exc.message)
@@ -135,18 +156,22 @@ def _start(user, form: SearchForm):
     return entry, services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
 
 
-def _invalid(request: HttpRequest, user, form: SearchForm) -> HttpResponse:
-    """The same page again with the errors beside the box (status 200, as htmx wants)."""
+def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> HttpResponse:
+    """The same page again with the errors beside the box (status 200, as htmx wants), and the
+    files that were fine still attached."""
     thread_id = str(form.data.get("thread", ""))
     thread = Thread.objects.filter(pk=thread_id, user=user).first() if thread_id.isdigit() else None
+    kept = [attachment_views.describe(a) for a in files]
     if thread is None:
-        return render(request, "search/home.html", {"form": form})
-    return render(request, "search/thread.html", {**_thread_context(user, thread), "form": form})
+        return render(request, "search/home.html", {"form": form, "attached": kept})
+    return render(
+        request, "search/thread.html", {**_thread_context(user, thread), "form": form, "attached": kept}
+    )
 
 
 def _thread_context(user, thread: Thread) -> dict:
     liveness.sweep_interrupted()
-    entries = list(thread.entries.all())
+    entries = list(thread.entries.prefetch_related("attachments"))
     return {
         "thread": thread,
         "items": [entry_context(e) for e in entries],
@@ -159,14 +184,22 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     """The same question with the same options, as a new conversation."""
     user = await request.auser()
 
-    def start():
+    def copies():
         entry = services.entry_for(user, pk)
-        new = services.start_search(user, entry.question, services.options_from_json(entry.options))
+        return entry, attachments.copies_for(user, entry)
+
+    def start(entry, files):
+        new = services.start_search(
+            user, entry.question, services.options_from_json(entry.options), attachments=tuple(files)
+        )
         return new, services.build_request(new, new_thread=True)
 
     try:
-        entry, upstream_request = await database_sync_to_async(start)()
-    except services.SearchRefused as exc:
+        # its files go again, uploaded afresh (Perplexity's links to the first upload expire)
+        entry, files = await database_sync_to_async(copies)()
+        await attachment_upload.send_upstream(user, files)
+        entry, upstream_request = await database_sync_to_async(start)(entry, files)
+    except (services.SearchRefused, attachments.Refused) as exc:
         messages.error(request, exc.message)
         return redirect("search:home")
     runner.launch(entry, user, upstream_request)

@@ -94,6 +94,7 @@ class AskRequest:
     options: AskOptions = field(default_factory=AskOptions)
     follow_up: FollowUp | None = None
     frontend_uuid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    attachments: tuple[str, ...] = ()  # the uploaded files' URLs (uploads.py, protocol.md 2.8)
 
 
 def _us_date(value: date) -> str:
@@ -105,7 +106,7 @@ def ask_body(request: AskRequest) -> dict:
     options = request.options
     model = RESEARCH_MODEL if options.mode == "research" else options.model
     params: dict = {
-        "attachments": [],
+        "attachments": list(request.attachments),
         "language": options.language,
         "timezone": options.timezone,
         "search_focus": "internet" if options.sources else "writing",

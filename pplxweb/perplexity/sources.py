@@ -72,3 +72,17 @@ def sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
             seen.add(key)
             sources.append(source)
     return sources
+
+
+def file_hits(snapshot: Snapshot) -> list[str]:
+    """The URLs of the asker's own files the answer drew on (`is_attachment` results, ASK3):
+    never web sources, so kept apart (the page lists them as "your file")."""
+    urls: list[str] = []
+    for usage in snapshot.block_order:
+        block = snapshot.blocks[usage]
+        if block.kind == "web_result_block" and isinstance(block.doc, dict):
+            for item in as_list(block.doc.get("web_results")):
+                url = as_str(item.get("url")).strip() if isinstance(item, dict) else ""
+                if url and item.get("is_attachment") and url not in urls:
+                    urls.append(url)
+    return urls

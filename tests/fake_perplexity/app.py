@@ -35,6 +35,8 @@ sent with `GET /_requests`:
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
+File uploads (protocol.md 2.8) are served by uploads.py (steered with `{"uploads": {...}}`).
+
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
 """
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import library, streams_2026
+from tests.fake_perplexity import library, streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -124,12 +126,13 @@ class Request:
 async def application(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
-    body = b""
+    received = bytearray()  # not bytes +=: a 25 MB upload in 64 KB parts would copy it 400 times
     while True:
         message = await receive()
-        body += message.get("body", b"")
+        received += message.get("body", b"")
         if not message.get("more_body"):
             break
+    body = bytes(received)
     query = {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
     request = Request(scope["method"], scope["path"], query, headers, body)
@@ -222,6 +225,8 @@ async def requests_seen(send, request: Request) -> None:
 
 async def reset(send, request: Request) -> None:
     state.update(fresh_state())
+    state.pop("uploads", None)
+    uploads.reset()
     await respond(send, 200, {"ok": True})
 
 
@@ -387,6 +392,7 @@ async def ask(send, request: Request) -> None:
         await refuse(send, fault, api=False)
         return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
+    attachments = uploads.record_ask(request.json())
     if plan.get("fixture"):
         here = f"http://{request.headers.get('host', 'localhost')}/_media/"
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
@@ -401,6 +407,7 @@ async def ask(send, request: Request) -> None:
         # a reset cuts the connection, not the run: it goes on to its end (for a rejoin)
         complete = fault not in OPEN_ENDED or fault == "reset_mid_stream"
         stream = events(answer, model=plan.get("model", model), complete=complete)
+        uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
@@ -587,3 +594,4 @@ ROUTES = {
     ("POST", "/rest/sse/perplexity_terminate"): terminate,
     ("POST", "/chat/completions"): chat_completions,
 }
+ROUTES.update(uploads.routes(state, respond=respond, refuse=refuse, signed_in=signed_in))

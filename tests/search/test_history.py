@@ -327,7 +327,7 @@ def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
     parts = export.history_zip(owner)
     with CaptureQueriesContext(connection) as read:
         first = next(parts)
-    assert first.startswith(b"PK") and len(read) == 2  # two threads and their entries, no more
+    assert first.startswith(b"PK") and len(read) == 3  # two threads, their entries and files, no more
     archive = zipfile.ZipFile(io.BytesIO(first + b"".join(parts)))
     assert archive.testzip() is None
     assert sum(n.startswith("markdown/") for n in archive.namelist()) == 5

@@ -1,0 +1,402 @@
+"""Files asked about: kept in the data folder beside the database, handed to Perplexity for a
+question (pplxweb.perplexity.uploads), listed and downloadable on their entry.
+
+A file is judged by its bytes, never by its name or the browser's word: PDF, PNG, JPEG, WebP,
+GIF, Word (.docx), or UTF-8 text (plain, Markdown or CSV by its name). It is stored as
+`attachments/<random>.<kind>` (owner-only modes), whatever it was called; its name is kept only
+to show. An upload not asked with is removed after ORPHAN_AFTER; files of deleted entries go at
+the next sweep (after a delete, or with the next upload).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import re
+import secrets
+import shutil
+import time
+import unicodedata
+import zipfile
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts import ratelimit
+from search.images import kind_of as image_kind
+from search.models import Attachment, Entry
+from search.render import scrub
+
+log = logging.getLogger(__name__)
+
+ORPHAN_AFTER = timedelta(days=1)
+IN_FLIGHT = 600.0  # seconds a stored file may wait for its row before a sweep takes it
+SWEEP_EVERY = 600.0  # seconds between sweeps started by uploads
+_swept = float("-inf")
+UPLOADS_PER_MINUTE = 30  # files a person may hand to Perplexity in a minute
+CHUNK = 256 * 1024
+KINDS = {  # kind -> (label, content type, extension)
+    "pdf": ("PDF", "application/pdf", "pdf"),
+    "png": ("PNG image", "image/png", "png"),
+    "jpeg": ("JPEG image", "image/jpeg", "jpg"),
+    "webp": ("WebP image", "image/webp", "webp"),
+    "gif": ("GIF image", "image/gif", "gif"),
+    "docx": (
+        "Word document",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "docx",
+    ),
+    "text": ("text", "text/plain", "txt"),
+    "markdown": ("Markdown", "text/markdown", "md"),
+    "csv": ("CSV", "text/csv", "csv"),
+}
+IMAGES = ("png", "jpeg", "webp", "gif")
+TEXT_NAMES = {
+    "": "text",
+    "txt": "text",
+    "text": "text",
+    "log": "text",
+    "md": "markdown",
+    "markdown": "markdown",
+    "csv": "csv",
+}
+CLAIMS = {  # what a name's extension says it is
+    "pdf": "pdf", "png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp", "gif": "gif", "docx": "docx",
+    **TEXT_NAMES,
+}  # fmt: skip
+ACCEPTED = "PDF, PNG, JPEG, WebP, GIF, Word (.docx), plain text, Markdown or CSV"
+PDF_SCRIPT = re.compile(rb"/(JavaScript|JS|Launch)\b")  # in its uncompressed dictionaries
+STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,8}")
+
+
+class Refused(Exception):
+    """A file (or a set of them) not kept or not sent; the message is the sentence shown."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def folder() -> Path:
+    path = Path(settings.DATA_DIR) / "attachments"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def max_bytes() -> int:
+    return settings.ATTACHMENT_MAX_MB * 1024 * 1024
+
+
+def size_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.0f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def shown_name(raw: str) -> str:
+    """The name as given, made showable: no path, no control characters, at most 200 characters
+    (its extension kept)."""
+    name = scrub(str(raw or "")).replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cf") else c for c in name).strip()
+    if len(name) > 200:
+        stem, dot, extension = name.rpartition(".")
+        name = (
+            f"{stem[: 190 - len(extension)]}….{extension}"
+            if dot and len(extension) <= 8
+            else name[:199] + "…"
+        )
+    return name or "file"
+
+
+def upstream_name(attachment: Attachment) -> str:
+    """The name Perplexity is told: the shown one without what a storage key must not hold."""
+    name = re.sub(r"[^\w .()+-]", "_", attachment.name)[:100].strip() or "file"
+    extension = KINDS[attachment.kind][2]
+    return name if name.lower().endswith(f".{extension}") or "." in name else f"{name}.{extension}"
+
+
+def _extension(name: str) -> str:
+    stem, dot, extension = name.rpartition(".")
+    return extension.lower() if dot and stem else ""
+
+
+def judge(path: Path, name: str) -> str:
+    """The kind of the file at `path` from its bytes (and, for text, its name); Refused if none
+    fits, if the name claims another kind, or if a PDF carries script."""
+    with path.open("rb") as handle:
+        head = handle.read(16)
+    kind = _binary_kind(head, path)
+    claim = CLAIMS.get(_extension(name))
+    if kind is None:
+        if not _is_text(path):
+            raise Refused(f"“{name}” is not a kind pplxweb can send ({ACCEPTED}); it was not attached.")
+        if claim is None or claim not in TEXT_NAMES.values():
+            if claim is not None:
+                raise Refused(
+                    f"“{name}” is not a {KINDS[claim][0]} (its bytes are text); it was not attached."
+                )
+            raise Refused(
+                f"“{name}” is text of a kind pplxweb does not send ({ACCEPTED}); it was not attached."
+            )
+        return claim
+    if claim is not None and claim != kind:
+        raise Refused(
+            f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
+        )
+    if kind == "pdf" and _pdf_has_script(path):
+        raise Refused(f"“{name}” is a PDF with JavaScript or a launch action; pplxweb does not keep those.")
+    return kind
+
+
+def _binary_kind(head: bytes, path: Path) -> str | None:
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    image = image_kind(head)
+    if image is not None:
+        return {"jpg": "jpeg"}.get(image[0], image[0])
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = set(archive.namelist()[:2000])
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return None
+        return "docx" if {"[Content_Types].xml", "word/document.xml"} <= names else None
+    return None
+
+
+def _is_text(path: Path) -> bool:
+    """UTF-8 (a BOM allowed) without NUL or other control bytes but tab, line ends and form feed."""
+    decoder_ok = True
+    with path.open("rb") as handle:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        while chunk := handle.read(CHUNK):
+            if re.search(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]", chunk):
+                return False
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                decoder_ok = False
+                break
+        if decoder_ok:
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                decoder_ok = False
+    return decoder_ok
+
+
+def _pdf_has_script(path: Path) -> bool:
+    tail = b""
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            if PDF_SCRIPT.search(tail + chunk):
+                return True
+            tail = chunk[-32:]
+    return False
+
+
+def store(uploaded) -> Attachment:
+    """Save an uploaded file (Django's UploadedFile, read in chunks: memory stays flat) under a
+    safe name; its row, not yet saved (see record). Refused (nothing left behind) when it may not
+    be kept. Only file work: callers run it off the database thread."""
+    name = shown_name(getattr(uploaded, "name", ""))
+    limit = max_bytes()
+    if uploaded.size is not None and uploaded.size > limit:
+        raise Refused(
+            f"“{name}” is {size_text(uploaded.size)}; files can be at most {settings.ATTACHMENT_MAX_MB} MB."
+        )
+    token = secrets.token_hex(16)
+    partial = folder() / f"{token}.partial"
+    size = 0
+    try:
+        # owner-only from the first byte (os.open's mode; the umask may only narrow it)
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            for chunk in uploaded.chunks(CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise Refused(
+                        f"“{name}” is larger than {settings.ATTACHMENT_MAX_MB} MB; it was not attached."
+                    )
+                out.write(chunk)
+        if size == 0:
+            raise Refused(f"“{name}” is empty (0 bytes); it was not attached.")
+        kind = judge(partial, name)
+        stored = f"{token}.{KINDS[kind][2]}"
+        os.replace(partial, folder() / stored)
+    finally:
+        partial.unlink(missing_ok=True)
+    return Attachment(name=name, stored=stored, size=size, kind=kind)
+
+
+def record(user, stored: list[Attachment]) -> list[Attachment]:
+    """The rows of files store() kept, saved as the person's (their files go if that fails)."""
+    try:
+        for attachment in stored:
+            attachment.user = user
+            attachment.save()
+    except Exception:
+        for attachment in stored:
+            (folder() / attachment.stored).unlink(missing_ok=True)
+        raise
+    return stored
+
+
+def keep(user, uploaded) -> Attachment:
+    """store() and record() in one (for callers already off the event loop)."""
+    return record(user, [store(uploaded)])[0]
+
+
+def path_of(attachment: Attachment) -> Path | None:
+    """The stored file (its name checked, not trusted), if it is there."""
+    if not STORED.fullmatch(attachment.stored):
+        return None
+    path = folder() / attachment.stored
+    return path if path.is_file() else None
+
+
+def chosen(user, values: list, allow_asked: bool = False) -> list[Attachment]:
+    """The person's own files named by id in `values` (in that order), not yet asked with;
+    Refused when one is not theirs, is gone, or there are too many."""
+    ids = []
+    for value in values:
+        if not str(value).isdigit() or len(str(value)) > 18:
+            raise Refused("One of the attached files was not found; remove it and attach it again.")
+        if int(value) not in ids:
+            ids.append(int(value))
+    if len(ids) > settings.ATTACHMENTS_PER_QUESTION:
+        raise Refused(
+            f"At most {settings.ATTACHMENTS_PER_QUESTION} files per question (there are {len(ids)})."
+        )
+    if not ids:
+        return []
+    rows = Attachment.objects.filter(pk__in=ids, user=user)
+    if not allow_asked:
+        rows = rows.filter(entry__isnull=True)
+    found = {a.pk: a for a in rows}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise Refused(
+            "One of the attached files was not found (removed, or already asked with); attach it again."
+        )
+    return [found[i] for i in ids]
+
+
+def take_uploads(user, count: int) -> None:
+    """The per-person limit on files handed to Perplexity (a token per file)."""
+    verdict = ratelimit.take("attachment", str(user.pk), UPLOADS_PER_MINUTE, timedelta(minutes=1), cost=count)
+    if not verdict.allowed:
+        raise Refused(f"That is {UPLOADS_PER_MINUTE} files this minute. Try again {verdict.wait_text}.")
+
+
+def link(entry: Entry, attachments: list[Attachment]) -> None:
+    """The files go with their entry (in the caller's transaction)."""
+    if attachments:
+        Attachment.objects.filter(pk__in=[a.pk for a in attachments], entry__isnull=True).update(entry=entry)
+    entry.attachment_list = attachments
+    entry.attachment_urls = tuple(a.remote_url for a in attachments if a.remote_url)
+
+
+def listed(entry: Entry) -> list[dict]:
+    """What an entry shows of its files (prefetched, or just linked, or read now)."""
+    rows = getattr(entry, "attachment_list", None)
+    if rows is None:
+        rows = list(entry.attachments.all()) if entry.pk else []
+    return [
+        {
+            "pk": a.pk,
+            "name": a.name,
+            "size": size_text(a.size),
+            "kind": KINDS.get(a.kind, ("file",))[0],
+            "image": a.kind in IMAGES,
+            "cited": a.cited,
+        }
+        for a in rows
+    ]
+
+
+def copies_for(user, entry: Entry) -> list[Attachment]:
+    """Fresh, unasked copies of an entry's files ("Ask again": uploaded to Perplexity afresh)."""
+    out = []
+    for attachment in entry.attachments.all():
+        source = path_of(attachment)
+        if source is None:
+            raise Refused(
+                f"“{attachment.name}” is no longer on this server, so it cannot be asked about again."
+            )
+        stored = f"{secrets.token_hex(16)}.{KINDS[attachment.kind][2]}"
+        shutil.copyfile(source, folder() / stored)
+        os.chmod(folder() / stored, 0o600)
+        out.append(
+            Attachment.objects.create(
+                user=user, name=attachment.name, stored=stored, size=attachment.size, kind=attachment.kind
+            )
+        )
+    return out
+
+
+def mark_cited(entry_id: int, hits: list[str]) -> None:
+    """The answer's attachment hits (their URLs, as Perplexity echoes them) mark the files cited."""
+    if not hits:
+        return
+    wanted = {h.split("?", 1)[0] for h in hits}
+    for attachment in Attachment.objects.filter(entry_id=entry_id, cited=False):
+        if attachment.remote_url.split("?", 1)[0] in wanted:
+            Attachment.objects.filter(pk=attachment.pk).update(cited=True)
+
+
+def sweep(now=None) -> int:
+    """Remove uploads never asked with after ORPHAN_AFTER, and files whose row is gone (their
+    entry deleted). Returns how many files went."""
+    global _swept
+    _swept = time.monotonic()
+    now = now or timezone.now()
+    root = folder()
+    orphans = Attachment.objects.filter(entry__isnull=True, created__lt=now - ORPHAN_AFTER)
+    gone = 0
+    while names := list(orphans.values_list("stored", flat=True)[:500]):
+        Attachment.objects.filter(stored__in=names).delete()
+        gone += remove_stored(names)
+    on_disk = sorted(p.name for p in root.iterdir() if STORED.fullmatch(p.name))
+    kept: set[str] = set()
+    for start in range(0, len(on_disk), 500):  # bounded statements, whatever the folder holds
+        names = on_disk[start : start + 500]
+        kept.update(Attachment.objects.filter(stored__in=names).values_list("stored", flat=True))
+    for name in set(on_disk) - kept:
+        # a file stored a moment ago may not have its row yet (another upload, in another tab)
+        try:
+            if now.timestamp() - (root / name).stat().st_mtime < IN_FLIGHT:
+                continue
+        except FileNotFoundError:
+            continue
+        (root / name).unlink(missing_ok=True)
+        gone += 1
+    for partial in root.glob("*.partial"):  # a keep() the server died in
+        if now.timestamp() - partial.stat().st_mtime > ORPHAN_AFTER.total_seconds():
+            partial.unlink(missing_ok=True)
+    return gone
+
+
+def stored_of(entries) -> list[str]:
+    """The stored names of these entries' files (a queryset of them, read before they are deleted)."""
+    return list(Attachment.objects.filter(entry__in=entries).values_list("stored", flat=True))
+
+
+def remove_stored(names: list[str]) -> int:
+    """Delete these stored files (their rows already gone); returns how many there were."""
+    root, count = folder(), 0
+    for name in names:
+        if STORED.fullmatch(name) and (root / name).exists():
+            (root / name).unlink(missing_ok=True)
+            count += 1
+    return count
+
+
+def sweep_now_and_then() -> None:
+    """sweep() at most every SWEEP_EVERY in this process (each upload calls this)."""
+    if time.monotonic() - _swept > SWEEP_EVERY:
+        sweep()
