@@ -67,7 +67,7 @@ def beat_and_sweep(alive: set[int]) -> int:
     return sweep_interrupted(alive=alive)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -101,7 +101,7 @@ def sweep_interrupted(at_start: bool = False, alive: Collection[int] | None = No
             ):
                 lost.append(entry.pk)
         elif runner_host == host and pid.isdigit():
-            if at_start or not _pid_alive(int(pid)) or stale:
+            if at_start or not pid_alive(int(pid)) or stale:
                 dead.append(entry.pk)
         elif stale:
             dead.append(entry.pk)
