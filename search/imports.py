@@ -31,7 +31,7 @@ MAX_PARTS = 200_000
 READ_BLOCK = 1024 * 1024
 NOT_JSON = "That file is not valid JSON; nothing was imported."
 DEEP = "That file is nested deeper than any pplxweb writes; nothing was imported."
-WRITE_BATCH = 500  # entries written per transaction while importing
+WRITE_BATCH = 100  # entries written per transaction while importing (a pause between two)
 # history.json's first line as export.history_zip writes it: then one conversation per line
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 TEXT_LINE = re.compile(rb"[^\s][^\n]*")  # from a line's first non-blank byte to its end
@@ -91,7 +91,7 @@ def _threads_of(data) -> list:
     )
 
 
-def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
+def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[dict]:
     """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
     history.json has one per line and is read line by line, whatever its size; any other layout
     (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
@@ -105,10 +105,12 @@ def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
         for thread in _threads_of(_parsed(rest)):
             yield _checked(thread)
         return
+    pacer = pacer or import_jobs.Pacer()
     for line in _lines(stream):
         if line == b"]}":
             return
         yield _checked(_parsed(line.removesuffix(b",")))
+        pacer.tick()
     raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
 
 
@@ -164,7 +166,8 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
         raise ImportRefused(job)
     counts = (0, 0)
     try:
-        counts = _import(user, _read_threads(stream), archive, job)
+        pacer = import_jobs.Pacer()  # one for the reading and the writing: they take turns
+        counts = _import(user, _read_threads(stream, pacer), archive, job, pacer)
     except (zipfile.BadZipFile, zlib.error, EOFError):
         import_jobs.end(job)
         raise ImportRefused("That zip is damaged; nothing was imported.") from None
@@ -218,7 +221,9 @@ def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
         yield batch
 
 
-def _import(user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job) -> tuple[int, int]:
+def _import(
+    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
+) -> tuple[int, int]:
     imported = skipped = 0
     for batch in _batches(threads):
         with transaction.atomic():
@@ -264,6 +269,7 @@ def _import(user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job)
             _set(rows, "created", "updated")
             imported += len(new)
         import_jobs.beat(job, imported, skipped)
+        pacer.tick()
     return imported, skipped
 
 

@@ -91,7 +91,7 @@ def test_blank_lines_cost_nothing(owner):
     started = time.monotonic()
     assert imports.import_history(owner, data) == (1, 0)
     took = time.monotonic() - started
-    assert took < 2.0, took  # readline per blank line took ~10 s here (39 s on the attack's server)
+    assert took < 5.0, took  # readline per blank line: 99 s on this machine (39 s on the attack's server)
     assert Entry.objects.get().question == "after the blanks"
 
 
