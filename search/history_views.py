@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import attachments, export, forget, history, images, imports, services
+from search import attachments, export, forget, history, images, import_jobs, imports, services
 from search.display import catalogue_models
 from search.history import Filters, QueryTooLong
 from search.models import Entry, Thread
@@ -53,6 +53,8 @@ def _int(value, default: int, low: int, high: int) -> int:
 
 @require_GET
 def history_page(request: HttpRequest) -> HttpResponse:
+    for sentence in import_jobs.told(request.user):  # an import a server stop removed whole
+        messages.warning(request, sentence)
     form = HistoryFilterForm(request.GET or None)
     filters = Filters()
     if form.is_bound and form.is_valid():

@@ -9,23 +9,32 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import IO
 
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from search import attachment_archive, attachments, images
+from search import attachment_archive, images, import_jobs
 from search.export import FORMAT
 from search.models import Entry, Thread
-from search.render import scrub
+from search.saving import deep
 
 MAX_IMPORT = 50 * 1024 * 1024  # one conversation; or a whole file not in pplxweb's own layout
 MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
-WRITE_BATCH = 500  # entries written per transaction while importing
+MAX_HISTORY = 1024**3  # history.json, as declared in the zip (or the file's size), checked before reading
+MAX_MEMBERS = 100_000  # files in a zip: opening one reads its whole directory into memory
+# JSON objects and arrays in one conversation (or a whole file not in pplxweb's layout): each
+# costs ~100 bytes in memory while a 2-byte `{}` in the file, so a cap on the bytes is not enough
+MAX_PARTS = 200_000
+READ_BLOCK = 1024 * 1024
+NOT_JSON = "That file is not valid JSON; nothing was imported."
+DEEP = "That file is nested deeper than any pplxweb writes; nothing was imported."
+WRITE_BATCH = 100  # entries written per transaction while importing (a pause between two)
 # history.json's first line as export.history_zip writes it: then one conversation per line
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
+TEXT_LINE = re.compile(rb"[^\s][^\n]*")  # from a line's first non-blank byte to its end
 STATUSES = {s for s, _ in Entry.Status.choices}
 SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
 STEP_KEYS = ("kind", "text")
@@ -39,28 +48,37 @@ class ImportRefused(Exception):
 
 
 def _when(value) -> datetime:
-    parsed = parse_datetime(value) if isinstance(value, str) else None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+        if parsed is not None:
+            parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+            parsed.astimezone(UTC)  # an offset can carry it past the calendar's ends
+    except (ValueError, OverflowError):
+        parsed = None
     if parsed is None:
         raise ImportRefused("A date in the file is not a date; nothing was imported.")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    return parsed
 
 
-def _scrubbed(value):
-    """Every string without lone surrogates: JSON can carry them, the database cannot store them."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, list):
-        return [_scrubbed(v) for v in value]
-    if isinstance(value, dict):
-        return {scrub(str(k)): _scrubbed(v) for k, v in value.items()}
-    return value
+def _refuse_constant(name: str):
+    raise ImportRefused(f"The file has {name} in it, which is not a JSON number; nothing was imported.")
 
 
 def _parsed(raw: bytes):
+    """The JSON value, every string cleaned (no NUL, no lone surrogate: the database stores neither)."""
+    if raw.count(b"{") + raw.count(b"[") > MAX_PARTS:
+        raise ImportRefused(
+            "A conversation in that file has more parts than any pplxweb writes "
+            f"(over {MAX_PARTS:,} objects and lists); nothing was imported."
+        )
     try:
-        return json.loads(raw)
-    except ValueError:
-        raise ImportRefused("That file is not valid JSON; nothing was imported.") from None
+        return deep(json.loads(raw, parse_constant=_refuse_constant))
+    except RecursionError:
+        raise ImportRefused(
+            "That file is nested deeper than any pplxweb writes; nothing was imported."
+        ) from None
+    except ValueError:  # UnicodeDecodeError too
+        raise ImportRefused(NOT_JSON) from None
 
 
 def _threads_of(data) -> list:
@@ -73,7 +91,7 @@ def _threads_of(data) -> list:
     )
 
 
-def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
+def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[dict]:
     """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
     history.json has one per line and is read line by line, whatever its size; any other layout
     (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
@@ -85,17 +103,33 @@ def _read_threads(stream: IO[bytes]) -> Iterator[dict]:
                 "That file is larger than 50 MB and not laid out as pplxweb writes it; nothing was imported."
             )
         for thread in _threads_of(_parsed(rest)):
-            yield _checked(_scrubbed(thread))
+            yield _checked(thread)
         return
-    while line := stream.readline(MAX_IMPORT + 1):
-        if len(line) > MAX_IMPORT:
-            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
-        line = line.strip()
+    pacer = pacer or import_jobs.Pacer()
+    for line in _lines(stream):
         if line == b"]}":
             return
-        if line:
-            yield _checked(_scrubbed(_parsed(line.removesuffix(b","))))
+        yield _checked(_parsed(line.removesuffix(b",")))
+        pacer.tick()
     raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """The file's lines that are not blank, stripped, read a block at a time: blank lines (any
+    number of them) are skipped by the regular expression engine, not one by one in Python."""
+    pending = b""
+    while block := stream.read(READ_BLOCK):
+        block = pending + block
+        end = block.rfind(b"\n") + 1  # what follows the last newline waits for the next block
+        for found in TEXT_LINE.finditer(block, 0, end):
+            if found.end() - found.start() > MAX_IMPORT:
+                raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+            yield found.group().strip()
+        pending = block[end:]
+        if len(pending) > MAX_IMPORT:
+            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+    if pending.strip():
+        yield pending.strip()
 
 
 def _checked(thread) -> dict:
@@ -108,7 +142,13 @@ def _checked(thread) -> dict:
             or not entry["question"].strip()
         ):
             raise ImportRefused("An entry in the file has no question; nothing was imported.")
-        if entry.get("status", "completed") not in STATUSES or not isinstance(entry.get("sources", []), list):
+        status = entry.get("status", "completed")
+        status = status if isinstance(status, str) else None  # a list is not even hashable
+        if (
+            not isinstance(status, str)
+            or status not in STATUSES
+            or not isinstance(entry.get("sources", []), list)
+        ):
             raise ImportRefused("An entry in the file is malformed; nothing was imported.")
         entry["created"] = _when(entry.get("created"))
     return thread
@@ -117,35 +157,54 @@ def _checked(thread) -> dict:
 def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
     """Restore exported threads for `user` from the file's bytes or the (seekable) file; returns
     (imported, skipped as already there). All or nothing: written WRITE_BATCH entries per
-    transaction (others' searches are not held up by a large import), and what was written is
-    removed again if a later conversation is refused."""
+    transaction (others' searches are not held up by a large import) as one recorded job
+    (search.import_jobs), removed whole if a later conversation is refused or the server stops."""
     handle = io.BytesIO(source) if isinstance(source, bytes) else source
+    archive, stream = _opened(handle)
+    job = import_jobs.begin(user)
+    if isinstance(job, str):
+        raise ImportRefused(job)
+    counts = (0, 0)
+    try:
+        pacer = import_jobs.Pacer()  # one for the reading and the writing: they take turns
+        counts = _import(user, _read_threads(stream, pacer), archive, job, pacer)
+    except (zipfile.BadZipFile, zlib.error, EOFError):
+        import_jobs.end(job)
+        raise ImportRefused("That zip is damaged; nothing was imported.") from None
+    except BaseException:
+        import_jobs.end(job)
+        raise
+    import_jobs.end(job, *counts, ok=True)
+    return counts
+
+
+def _opened(handle: IO[bytes]) -> tuple[zipfile.ZipFile | None, IO[bytes]]:
+    """(the zip or None, history.json's stream), their declared sizes checked before reading."""
     size = handle.seek(0, io.SEEK_END)
     handle.seek(0)
     head = handle.read(2)
     handle.seek(0)
-    archive = None
-    stream = handle
-    if head == b"PK":
-        if size > MAX_ZIP:
-            raise ImportRefused("That zip is larger than 4 GB; nothing was imported.")
-        try:
-            archive = zipfile.ZipFile(handle)
-            stream = archive.open("history.json")
-        except (zipfile.BadZipFile, KeyError):
-            raise ImportRefused("That zip has no history.json in it; nothing was imported.") from None
-    made: list[int] = []  # threads written: removed again if the import fails
-    written: list[int] = []  # entries whose images were written: likewise
+    if head != b"PK":
+        if size > MAX_HISTORY:
+            raise ImportRefused("That file is larger than 1 GB; nothing was imported.")
+        return None, handle
+    if size > MAX_ZIP:
+        raise ImportRefused("That zip is larger than 4 GB; nothing was imported.")
     try:
-        return _import(user, _read_threads(stream), archive, made, written)
-    except BaseException as exc:
-        for start in range(0, len(made), WRITE_BATCH):
-            Thread.objects.filter(pk__in=made[start : start + WRITE_BATCH]).delete()
-        images.remove(written)
-        attachments.sweep()  # the files of the entries removed again
-        if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
-            raise ImportRefused("That zip is damaged; nothing was imported.") from None
-        raise
+        ending = zipfile._EndRecData(handle)  # the directory's size, read before the directory
+        handle.seek(0)
+        if ending and ending[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
+            raise ImportRefused(f"That zip has more than {MAX_MEMBERS:,} files in it; nothing was imported.")
+        archive = zipfile.ZipFile(handle)
+        info = archive.getinfo("history.json")
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError):
+        raise ImportRefused("That zip has no history.json in it; nothing was imported.") from None
+    if len(archive.infolist()) > MAX_MEMBERS:  # a zip64 directory counts its entries elsewhere
+        raise ImportRefused(f"That zip has more than {MAX_MEMBERS:,} files in it; nothing was imported.")
+    if info.file_size > MAX_HISTORY:
+        raise ImportRefused("The history.json in that zip is larger than 1 GB; nothing was imported.")
+    # reading stops at the declared size: a member that holds more fails its checksum ("damaged")
+    return archive, archive.open(info)
 
 
 def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
@@ -163,7 +222,7 @@ def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
 
 
 def _import(
-    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, made: list[int], written: list[int]
+    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
 ) -> tuple[int, int]:
     imported = skipped = 0
     for batch in _batches(threads):
@@ -191,10 +250,10 @@ def _import(
                     title=str(t.get("title") or t["entries"][0]["question"])[:300],
                     read_write_token=str(t.get("read_write_token") or "")[:200],
                     thread_url_slug=str(t.get("thread_url_slug") or "")[:200],
+                    import_job=job,
                 )
                 for t in new
             )
-            made.extend(row.pk for row in rows)
             entries = Entry.objects.bulk_create(
                 _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
             )
@@ -204,14 +263,14 @@ def _import(
                 entry.created = item["created"]
                 entry.images = _import_images(entry.pk, item.get("images"), archive)
                 attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
-                if entry.images:
-                    written.append(entry.pk)
             _set(entries, "created", "images")
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
             _set(rows, "created", "updated")
             imported += len(new)
+        import_jobs.beat(job, imported, skipped)
+        pacer.tick()
     return imported, skipped
 
 

@@ -92,7 +92,7 @@ def claim_lost(alive: Collection[int]) -> list[tuple[Entry, AskRequest]]:
     return claimed
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -143,7 +143,7 @@ def _dead(alive: Collection[int] | None, at_start: bool = False) -> tuple[list[i
             ):
                 lost.append(entry.pk)
         elif runner_host == host and pid.isdigit():
-            if at_start or not _pid_alive(int(pid)) or stale:
+            if at_start or not pid_alive(int(pid)) or stale:
                 dead.append(entry.pk)
         elif stale or not entry.runner:  # nobody's: left by a start to be rejoined
             dead.append(entry.pk)

@@ -6,6 +6,30 @@ from django.conf import settings
 from django.db import models
 
 
+class ImportJob(models.Model):
+    """One import of a history file: its threads carry it until it is done, so a server stopped
+    mid-import removes them whole at the next start (search.import_jobs)."""
+
+    class State(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        REMOVED = "removed", "removed"  # cut short by a stop; kept until its person has been told
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=12, choices=State.choices, default=State.RUNNING)
+    runner = models.CharField(max_length=120, blank=True)  # host:pid of the process importing
+    started = models.DateTimeField(auto_now_add=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    imported = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.state})"
+
+
 class Thread(models.Model):
     """A conversation: the first question and its follow-ups."""
 
@@ -16,6 +40,10 @@ class Thread(models.Model):
     # Perplexity's ids for follow-ups (protocol.md 2.6): the first token and slug stay
     read_write_token = models.CharField(max_length=200, blank=True)
     thread_url_slug = models.CharField(max_length=200, blank=True)
+    # the import that wrote it (None: asked here); removed with it if the import is cut short
+    import_job = models.ForeignKey(
+        ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["user", "-updated"])]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib import messages
@@ -98,8 +99,15 @@ def home(request: HttpRequest) -> HttpResponse:
 def _asked_by_the_person(request: HttpRequest) -> bool:
     """Sec-Fetch-Site "none" is the browser's own address bar or search box (the OpenSearch URL),
     "same-origin" a link or form of pplxweb itself. Another site's link says "cross-site" or
-    "same-site"; a browser without the header gets the box filled, not the question asked."""
-    return request.headers.get("Sec-Fetch-Site", "") in ("none", "same-origin")
+    "same-site"; a browser without the header gets the box filled, not the question asked. So
+    does the redirect after signing in: the link that led to the sign-in may have been another
+    site's."""
+    site = request.headers.get("Sec-Fetch-Site", "")
+    if site == "same-origin" and urlsplit(request.headers.get("Referer", "")).path == reverse(
+        "accounts:login"
+    ):
+        return False
+    return site in ("none", "same-origin")
 
 
 @require_POST

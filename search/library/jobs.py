@@ -15,7 +15,7 @@ from accounts.models import PerplexityAccount
 from accounts.services.credentials import keep_rotated_cookies
 from pplxweb.perplexity.library import Listed
 from search.library.store import clean
-from search.liveness import STALE_AFTER, _pid_alive
+from search.liveness import STALE_AFTER, pid_alive
 from search.models import Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
 from search.services import RUNNER
 
@@ -210,7 +210,7 @@ def orphans(running_here: set[int]) -> list[int]:
         if not job.runner or job.runner == RUNNER:
             gone = True
         elif runner_host == host and pid.isdigit():
-            gone = not _pid_alive(int(pid))
+            gone = not pid_alive(int(pid))
         else:
             gone = job.heartbeat is None or timezone.now() - job.heartbeat > STALE_AFTER
         if gone:

@@ -35,3 +35,14 @@ def test_a_link_from_elsewhere_only_fills_the_box(owner_client, site):
 def test_the_opensearch_url_is_the_one_that_asks(owner_client):
     description = owner_client.get(reverse("search:opensearch")).content.decode()
     assert "?q={searchTerms}" in description
+
+
+def test_the_redirect_after_signing_in_only_fills_the_box(owner_client):
+    # signed out, a link from another site leads to the sign-in page, whose redirect is same-origin
+    referer = "http://testserver/accounts/login/?next=/%3Fq%3Dspend%2Bmy%2Bquota"
+    page = home(owner_client, **{"Sec-Fetch-Site": "same-origin", "Referer": referer}).content.decode()
+    assert "spend my quota</textarea>" in page and "data-autoask" not in page
+    page = home(
+        owner_client, **{"Sec-Fetch-Site": "same-origin", "Referer": "http://testserver/history/"}
+    ).content.decode()
+    assert 'data-autoask="1"' in page

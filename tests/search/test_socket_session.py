@@ -34,6 +34,7 @@ async def signed_in(user) -> tuple[WebsocketCommunicator, AsyncClient]:
 async def closed_with(comm: WebsocketCommunicator, code: int) -> str:
     text = await comm.receive_from(timeout=5)
     assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": code}
+    await comm.disconnect()  # the server closed it; the consumer instance ends now
     return text
 
 

@@ -93,6 +93,10 @@ class Command(BaseCommand):
         interrupted = sweep_interrupted(at_start=True)
         if interrupted:
             lines.append(f"{interrupted} answer(s) left running by an earlier stop were marked interrupted.")
+        from search import import_jobs
+
+        if removed := import_jobs.sweep(at_start=True):
+            lines.append(f"{removed} import(s) cut short by an earlier stop were removed whole.")
         from search.images import sweep
 
         sweep()  # the kept images of entries that are gone (a person removed, say)
