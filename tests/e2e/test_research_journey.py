@@ -56,7 +56,9 @@ async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_serv
     assert await entry.locator(".status-completed").count() == 0
     await expect(entry.locator(".status-completed")).to_be_visible(timeout=30000)
     await expect(entry.locator("[id$='-answer']")).to_contain_text("compiled a report")
-    await expect(entry.locator("[id$='-answer']")).not_to_contain_text("Open-Meteo offers free nowcasts")  # Insights
+    await expect(entry.locator("[id$='-answer']")).not_to_contain_text(
+        "Open-Meteo offers free nowcasts"
+    )  # Insights
     saved = await Entry.objects.aget(question="Compare weather nowcasting APIs")
     assert saved.report == s26.report_text(15_000)
     # the saved page
