@@ -327,11 +327,22 @@ class PerplexityClient:
 
     def ask(self, request: AskRequest) -> AskStream:
         """Ask (or follow up); iterate the result for merged snapshots as they arrive."""
-        return AskStream(self, request)
+        return self._stream(request, lambda gap: self._open_ask(request, gap))
 
     def ask_api(self, request: AskRequest, api_key: str) -> AskStream:
         """Ask through the public API with an API key (protocol.md 5)."""
-        return AskStream(self, request, api_key=api_key)
+        return self._stream(request, lambda gap: self._open_api(request, api_key, gap), api=True)
+
+    def _stream(self, request: AskRequest, opener, api: bool = False, rejoin: str = "") -> AskStream:
+        return AskStream(
+            request,
+            self.timeouts,
+            opener,
+            self._open_rejoin,
+            api=api,
+            rejoin=rejoin,
+            after=self.remember_cookies,
+        )
 
     async def _open_ask(self, request: AskRequest, gap: float) -> httpx.Response:
         token = jar.session_token(self.cookies)
@@ -350,7 +361,7 @@ class PerplexityClient:
     def rejoin(self, request: AskRequest, backend_uuid: str) -> AskStream:
         """Rejoin a run Perplexity goes on with after pplxweb lost its stream (a restart, a
         dropped socket; protocol.md 8.5): one whole snapshot, then the usual patches."""
-        return AskStream(self, request, rejoin=backend_uuid)
+        return self._stream(request, lambda gap: self._open_ask(request, gap), rejoin=backend_uuid)
 
     async def _open_rejoin(self, backend_uuid: str, gap: float) -> httpx.Response:
         if not RUN_ID.fullmatch(backend_uuid):

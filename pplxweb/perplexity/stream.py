@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -19,8 +19,8 @@ from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sse import StreamParser
 
-if TYPE_CHECKING:
-    from pplxweb.perplexity.client import PerplexityClient
+Opener = Callable[[float], Awaitable[httpx.Response]]  # opens the ask, given the read gap
+Rejoiner = Callable[[str, float], Awaitable[httpx.Response]]  # opens a rejoin of a backend_uuid
 
 NOTHING_SENT = "Perplexity sent nothing for this question (asked twice). Try again in a moment."
 NOTHING_ON_REJOIN = "Perplexity sent nothing when pplxweb rejoined this answer; what had arrived is kept."
@@ -51,9 +51,20 @@ class AskStream:
     """
 
     def __init__(
-        self, client: PerplexityClient, request: AskRequest, api_key: str = "", rejoin: str = ""
+        self,
+        request: AskRequest,
+        timeouts: Timeouts,
+        opener: Opener,
+        rejoiner: Rejoiner,
+        *,
+        api: bool = False,
+        rejoin: str = "",
+        after: Callable[[httpx.Response], None] | None = None,
     ) -> None:
-        self._client, self._request, self._api_key = client, request, api_key
+        # the client's requests: `opener` asks (web or API), `rejoiner` rejoins a run; `after`
+        # sees each response once it is read (the client keeps the cookies Perplexity sent back)
+        self._request, self._timeouts, self._open, self._rejoin = request, timeouts, opener, rejoiner
+        self._api, self._after = api, after
         self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (protocol.md 8.5)
         self.rejoined = False
         self.snapshot = Snapshot()
@@ -88,7 +99,7 @@ class AskStream:
 
     async def _run(self) -> AsyncIterator[Snapshot]:
         research = self._request.options.research
-        limits = self._client.timeouts
+        limits = self._timeouts
         gap = limits.research_read_gap if research else limits.read_gap
         try:
             async with asyncio.timeout(limits.research_overall if research else limits.overall):
@@ -136,7 +147,7 @@ class AskStream:
             self.ended
             and self.cut == DROPPED
             and not self.rejoined
-            and not self._api_key
+            and not self._api
             and not self.snapshot.completed
             and isinstance(self.snapshot.top.get("backend_uuid"), str)
             and bool(self.snapshot.top["backend_uuid"])
@@ -150,16 +161,10 @@ class AskStream:
         return not self.saw_bytes or bool(processing_error(self.snapshot))
 
     async def _read(self, gap: float) -> AsyncIterator[Snapshot]:
-        client = self._client
-        if self._api_key:
-            response = await client._open_api(self._request, self._api_key, gap)
-        elif self.rejoin:
-            response = await client._open_rejoin(self.rejoin, gap)
-        else:
-            response = await client._open_ask(self._request, gap)
+        response = await (self._rejoin(self.rejoin, gap) if self.rejoin else self._open(gap))
         parser = StreamParser()
         self.saw_bytes = False
-        to_event = api_event if self._api_key else None
+        to_event = api_event if self._api else None
         try:
             chunks = response.aiter_bytes().__aiter__()
             deadline_gap = gap
@@ -197,12 +202,13 @@ class AskStream:
                     self.ended = True
                     return
                 if self.snapshot.completed:
-                    deadline_gap = client.timeouts.drain
+                    deadline_gap = self._timeouts.drain
             if self._merge(events, to_event):
                 yield self.snapshot
         finally:
             self.skipped = parser.skipped
-            client.remember_cookies(response)
+            if self._after is not None:
+                self._after(response)
             await response.aclose()
             if not self.snapshot.completed and not self.snapshot.failed and not self.cut and self.ended:
                 self.cut = "The answer stopped before Perplexity finished it."
