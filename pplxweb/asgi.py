@@ -15,8 +15,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from pplxweb import collector, twisted_forms  # noqa: E402
 from pplxweb.origin import SameOriginValidator  # noqa: E402
-from search import liveness, runner, warm  # noqa: E402
 from search.library import keeper  # noqa: E402
+from search.live import liveness, runner, warm  # noqa: E402
 from search.routing import websocket_urlpatterns  # noqa: E402
 
 

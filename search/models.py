@@ -8,7 +8,7 @@ from django.db import models
 
 class ImportJob(models.Model):
     """One import of a history file: its threads carry it until it is done, so a server stopped
-    mid-import removes them whole at the next start (search.import_jobs)."""
+    mid-import removes them whole at the next start (search.history.import_jobs)."""
 
     class State(models.TextChoices):
         RUNNING = "running", "running"

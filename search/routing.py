@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search.consumers import SearchConsumer
 from search.library.consumers import LibraryConsumer
+from search.live.consumers import SearchConsumer
 
 websocket_urlpatterns = [
     path("ws/search/", SearchConsumer.as_asgi()),

@@ -18,7 +18,7 @@ from django.utils import timezone
 from search.render import scrub
 
 if TYPE_CHECKING:
-    from search.runner import Run
+    from search.live.runner import Run
 
 log = logging.getLogger(__name__)
 NOT_SAVED = "pplxweb could not save this answer whole; what could be saved is kept. The server log says more."

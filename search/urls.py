@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search import attachment_views, history_views, views
+from search.attachments import views as attachment_views
+from search.history import views as history_views
 from search.library import views as library_views
+from search.live import views
 
 app_name = "search"
 

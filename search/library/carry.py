@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from search.forms import MAX_QUESTION
+from search.live.asking import previous_turn
 from search.models import Entry
-from search.services import previous_turn
 
 CITATION = re.compile(r"\[\d+\]")
 HEAD = "Earlier in this conversation I asked:\n{question}\n\nThe answer was:\n{answer}\n\nNow: {follow_up}"

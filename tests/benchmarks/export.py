@@ -52,7 +52,7 @@ def entry(rng: random.Random, thread):
 
 
 def export_to(user, target) -> None:
-    from search import export
+    from search.history import export
 
     for part in export.history_zip(user):
         target.write(part)
@@ -80,7 +80,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from search import imports
+    from search.history import imports
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
     call_command("migrate", verbosity=0)

@@ -83,7 +83,7 @@ __all__ = ["BASE", "SSE", "TOKEN", "Paced", "answer_stream", "serve", "words"]
 @pytest.fixture(autouse=True)
 async def _runs_end_with_the_test():
     """A run outlives its socket by design; in tests it must not outlive the test's event loop."""
-    from search import runner
+    from search.live import runner
 
     yield
     for _ in range(200):

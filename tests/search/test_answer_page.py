@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from search.fragments import AnswerStream, settled
+from search.live.fragments import AnswerStream, settled
 from search.models import Entry, Thread
 from search.render import render_answer, render_report, render_sources
 

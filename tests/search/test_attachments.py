@@ -22,8 +22,9 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from search import attachments, starts
+from search import attachments
 from search.attachments import Refused
+from search.live import starts
 from search.models import Attachment, Entry
 from tests.perplexity.streams import web_results
 from tests.search.conftest import Paced, answer_stream, serve, words

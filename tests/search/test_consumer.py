@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
-from search import runner
+from search.live import asking, runner
 from search.models import Entry, Thread
 from tests.conftest import session_cookie_for
 from tests.search.conftest import Paced, answer_stream, serve, words
@@ -126,7 +126,7 @@ async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
 async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, alinked, upstream):
     """At most one answer update per ~80 ms while text flows; the first text goes out at once;
     when the stream pauses, what arrived meanwhile is sent within the quiet gap, not held."""
-    from search.runner import QUIET, UPDATE_EVERY
+    from search.live.runner import QUIET, UPDATE_EVERY
 
     # no PENDING `final` event: it would send the last words at once (its own test), not the pause
     stream = answer_stream(words(40), complete=False)[:-1]
@@ -155,7 +155,7 @@ async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, 
 async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstream):
     """Sources arrive, then the first words 10 ms later: the words go out at once instead of
     waiting out the ~80 ms since the sources' update."""
-    from search.runner import UPDATE_EVERY
+    from search.live.runner import UPDATE_EVERY
 
     serve(upstream, Paced(answer_stream(words(30)), pause=0.01))
     comm = await connect(owner)
@@ -318,7 +318,7 @@ async def test_auth_failure_marks_the_link(owner, alinked, upstream):
 
 @pytest.fixture
 def fresh_session_checks(monkeypatch):
-    from search import checks
+    from search.live import checks
 
     monkeypatch.setattr(checks, "_checked", {})
 
@@ -459,7 +459,7 @@ async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
 def test_many_answers_in_one_process_share_an_update_budget():
     """Up to a dozen answers each update every ~80 ms; beyond that the interval stretches so that
     together they stay near UPDATES_PER_SECOND (a crowd otherwise saturates the process)."""
-    from search import runner
+    from search.live import runner
 
     assert runner.update_every(1) == runner.update_every(12) == runner.UPDATE_EVERY
     assert runner.update_every(50) == pytest.approx(50 / runner.UPDATES_PER_SECOND)
@@ -470,7 +470,7 @@ def test_many_answers_in_one_process_share_an_update_budget():
 def test_answers_in_a_crowd_start_their_cadence_at_spread_points():
     """Alone or in a small group the cadence starts with the first words; in a crowd each answer
     starts at its own point of the stretched interval, so the crowd's updates spread out."""
-    from search import runner
+    from search.live import runner
 
     assert all(runner.cadence_phase(n, runner.UPDATE_EVERY) == 0 for n in range(1, 100))
     interval = runner.update_every(50)
@@ -483,7 +483,7 @@ def test_answers_in_a_crowd_start_their_cadence_at_spread_points():
 async def test_two_answers_asked_together_in_a_crowd_do_not_update_together(
     owner, alinked, upstream, monkeypatch
 ):
-    from search import runner
+    from search.live import runner
 
     monkeypatch.setattr(runner, "UPDATES_PER_SECOND", 4)  # two answers: one update per 0.5 s each
     serve(upstream, *(Paced(answer_stream(words(150)), pause=0.01) for _ in range(2)))
@@ -508,10 +508,10 @@ async def test_two_answers_asked_together_in_a_crowd_do_not_update_together(
 def progress_saves(monkeypatch, before_progress) -> list[bool]:
     """Runs save progress every 50 ms, calling `before_progress` on the database thread before
     each progress save; returns the list of saves made (True for the final one)."""
-    from search import runner, services
+    from search.live import asking, runner
 
     saves: list[bool] = []
-    save_run = services.save_run
+    save_run = asking.save_run
 
     def save(run, final):
         saves.append(final)
@@ -519,7 +519,7 @@ def progress_saves(monkeypatch, before_progress) -> list[bool]:
             before_progress()
         save_run(run, final)
 
-    monkeypatch.setattr(services, "save_run", save)
+    monkeypatch.setattr(asking, "save_run", save)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
     return saves
 
@@ -569,12 +569,12 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     thread, and the answer's last words used to wait for it."""
     import time as time_module
 
-    from search import runner, services
+    from search.live import runner
 
     monkeypatch.setattr(
         runner, "update_every", lambda running=None: 30.0
     )  # only the first words, then the end
-    monkeypatch.setattr(services, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(asking, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "busy end"}))
@@ -597,11 +597,11 @@ async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them
     ends, not after the end's database work (which waits for that save)."""
     import time as time_module
 
-    from search import runner, services
+    from search.live import runner
 
     monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
-    monkeypatch.setattr(services, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(asking, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "saved as it went"}))
@@ -618,7 +618,7 @@ async def test_a_fragment_for_a_socket_the_browser_is_closing_is_dropped_quietly
     """daphne raises on a send once the browser's closing handshake began; nobody is left to tell."""
     from autobahn.exception import Disconnected
 
-    from search.consumers import SearchConsumer
+    from search.live.consumers import SearchConsumer
 
     async def closing(message):
         raise Disconnected("Attempt to send on a closed protocol")
@@ -657,12 +657,11 @@ async def test_the_catalogue_is_refreshed_after_a_search_when_due(owner, alinked
 async def test_a_failed_record_of_the_search_keeps_the_saved_answer(
     owner, alinked, upstream, monkeypatch, caplog
 ):
-    from search import services
 
     def broken(*args):
         raise RuntimeError("accounts table locked")
 
-    monkeypatch.setattr(services, "record_search", broken)
+    monkeypatch.setattr(asking, "record_search", broken)
     serve(upstream, Paced(answer_stream(words(5))))
     await ask(owner, {"q": "bookkeeping fails"}, "status-completed")
     entry = await Entry.objects.aget()
@@ -676,7 +675,7 @@ async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
 ):
     """The PENDING `final` event (text_completed) ends the text; COMPLETED can come much later.
     The last words are shown at that event, not at the end of the stream."""
-    from search import runner
+    from search.live import runner
 
     monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)  # no cadence updates
     stream = answer_stream(words(30), complete=False)  # ends with the PENDING final event
@@ -696,7 +695,7 @@ async def test_answers_ending_together_save_their_outcome_a_few_at_a_time(
 ):
     """The end's save and final render take a slot (runner.FINISHING_AT_ONCE): with one slot, the
     second answer's outcome waits for the first's, so the ends never crowd out the streams."""
-    from search import runner
+    from search.live import runner
 
     monkeypatch.setattr(runner, "FINISHING_AT_ONCE", 1)
     real_update = runner.Run.update

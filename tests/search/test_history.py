@@ -307,7 +307,7 @@ def test_a_running_answer_is_indexed_once_it_settles():
 
 def test_an_import_with_lone_surrogates_comes_in_with_them_replaced(owner):
     """JSON can carry "\\ud800"; PostgreSQL cannot store it (the import used to fail whole)."""
-    from search.imports import import_history
+    from search.history.imports import import_history
 
     data = {"title": "t\ud800", "entries": [{"question": "q\udfff?", "created": "2026-01-02T03:04:05+00:00",
             "answer": "a\ud800", "sources": [{"title": "s\ud800", "url": "https://x.example"}]}]}  # fmt: skip
@@ -318,7 +318,7 @@ def test_an_import_with_lone_surrogates_comes_in_with_them_replaced(owner):
 
 def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
     """A conversation at a time (READ_BATCH per query): memory does not grow with the history."""
-    from search import export
+    from search.history import export
 
     monkeypatch.setattr(export, "READ_BATCH", 2)
     monkeypatch.setattr(export, "SEND_SIZE", 1)
@@ -339,7 +339,7 @@ def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
 
 
 def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, monkeypatch):
-    from search import export, imports
+    from search.history import export, imports
 
     for i in range(5):
         make(owner, f"question {i}", answer="x" * 300, days_ago=5 - i)
@@ -370,7 +370,7 @@ def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, m
 
 
 def test_a_refusal_late_in_a_large_import_takes_back_what_was_written(owner, member, monkeypatch):
-    from search import export, imports
+    from search.history import export, imports
 
     monkeypatch.setattr(imports, "WRITE_BATCH", 1)
     for i in range(4):
@@ -505,7 +505,7 @@ def test_a_members_conversation_asked_with_the_shared_link_is_deleted_with_the_o
 def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_deletes_nothing(
     owner_client, owner, linked, upstream, monkeypatch
 ):
-    from search import forget
+    from search.history import forget
 
     monkeypatch.setattr(forget, "MAX", 1)
     chosen = [conversation(owner, f"tok-{i}", (f"x{i}", "session"))[0].pk for i in range(2)]
@@ -518,8 +518,8 @@ def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_
 
 
 def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner_client, owner):
-    from search import imports
-    from search.imports import import_history
+    from search.history import imports
+    from search.history.imports import import_history
 
     data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]", "status": "running",
             "sources": ["x", 5, {"url": 7, "title": ["t"]}, {"url": "javascript:alert(1)", "title": "js"}, None],
@@ -572,7 +572,8 @@ def test_history_is_in_the_order_things_were_asked_and_pages_lose_nothing(owner_
 
 
 def test_a_research_report_is_exported_found_and_imported_back(owner, member, owner_client):
-    from search import export, history, imports
+    from search.history import export, imports
+    from search.history import query as history
 
     entry = make(owner, "nowcasting", answer="I've compiled a report.")
     Entry.objects.filter(pk=entry.pk).update(

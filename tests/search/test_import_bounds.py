@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from search import import_jobs, imports
+from search.history import import_jobs, imports
 from search.models import Entry, ImportJob, Thread
 
 HEADER = b'{"format": "pplxweb-history/1", "exported": "2026-01-01T00:00:00+00:00", "threads": [\n'
@@ -192,7 +192,7 @@ KILLED_IMPORT = """
 import os, sys, django
 django.setup()
 from django.contrib.auth import get_user_model
-from search import imports
+from search.history import imports
 imports.WRITE_BATCH = 20
 user = get_user_model().objects.get(username="owner")
 imports.import_history(user, open(sys.argv[1], "rb"))

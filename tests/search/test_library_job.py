@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import PerplexityAccount
 from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.client import PerplexityClient
-from search.history import Filters, search
+from search.history.query import Filters, search
 from search.library import jobs, runner
 from search.models import Entry, LibraryJob, LibraryThread, Thread
 from tests.fake_perplexity import app as fake

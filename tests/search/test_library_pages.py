@@ -14,8 +14,8 @@ from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
 from search.forms import MAX_QUESTION
 from search.library import carry, jobs
+from search.live.asking import RUNNER
 from search.models import Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
-from search.services import RUNNER
 from tests.conftest import session_cookie_for
 
 ORIGIN = (b"origin", b"http://localhost")
@@ -159,7 +159,7 @@ def test_a_refused_follow_up_becomes_a_new_question_with_its_context(owner_clien
 
 @pytest.mark.django_db
 def test_an_imported_answer_is_exported_and_imported_back_with_its_mark(owner, member):
-    from search import export, imports
+    from search.history import export, imports
 
     thread = Thread.objects.create(user=owner, title="From the library")
     Entry.objects.create(

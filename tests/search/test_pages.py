@@ -12,7 +12,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from search import liveness, runner, services
+from search.live import asking, liveness, runner
 from search.models import Entry, Thread
 from tests.search.conftest import Paced, answer_stream, serve, words
 
@@ -93,10 +93,10 @@ async def test_a_server_shutdown_saves_the_partial_answer_as_interrupted(owner, 
 def _stale_entries(owner):
     thread = Thread.objects.create(user=owner, title="t")
     dead = Entry.objects.create(
-        thread=thread, question="dead", runner=f"{services.socket.gethostname()}:999999", answer="partial"
+        thread=thread, question="dead", runner=f"{asking.socket.gethostname()}:999999", answer="partial"
     )
     elsewhere = Entry.objects.create(thread=thread, question="other host", runner="otherhost:1")
-    alive = Entry.objects.create(thread=thread, question="alive", runner=services.RUNNER)
+    alive = Entry.objects.create(thread=thread, question="alive", runner=asking.RUNNER)
     return dead, elsewhere, alive
 
 
@@ -172,22 +172,22 @@ def test_search_limits_refuse_with_a_sentence_and_spend_nothing_on_a_refusal(own
     from pplxweb.perplexity.request import AskOptions
 
     def start(q: str) -> Entry:
-        return services.start_search(owner, q, AskOptions())
+        return asking.start_search(owner, q, AskOptions())
 
     first, second = start("one"), start("two")
-    with pytest.raises(services.SearchRefused, match="You have 2 searches running"):
+    with pytest.raises(asking.SearchRefused, match="You have 2 searches running"):
         start("three")
     bucket = TokenBucket.objects.get()
-    assert round(bucket.tokens) == services.PER_MINUTE - 2  # the refused one took no token
+    assert round(bucket.tokens) == asking.PER_MINUTE - 2  # the refused one took no token
     assert Entry.objects.count() == 2
     Entry.objects.filter(pk__in=[first.pk, second.pk]).update(status="completed")
-    for n in range(services.PER_MINUTE - 2):
+    for n in range(asking.PER_MINUTE - 2):
         Entry.objects.update(status="completed")
         start(f"more {n}")
     Entry.objects.update(status="completed")
-    with pytest.raises(services.SearchRefused, match=f"That is {services.PER_MINUTE} searches this minute"):
+    with pytest.raises(asking.SearchRefused, match=f"That is {asking.PER_MINUTE} searches this minute"):
         start("one too many")
-    assert Entry.objects.count() == services.PER_MINUTE
+    assert Entry.objects.count() == asking.PER_MINUTE
 
 
 async def test_the_search_page_lists_recent_conversations(owner, member):

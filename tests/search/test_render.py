@@ -226,7 +226,7 @@ def test_links_in_answers_are_found_as_before(text):
 
 
 def test_an_answer_stream_knows_what_the_browser_already_has():
-    from search.fragments import AnswerStream
+    from search.live.fragments import AnswerStream
 
     stream = AnswerStream(7)
     assert stream.shows("")
@@ -239,7 +239,7 @@ def test_an_answer_stream_knows_what_the_browser_already_has():
 
 
 def test_a_rewrite_of_text_already_sent_as_blocks_sends_the_whole_answer_again():
-    from search.fragments import AnswerStream
+    from search.live.fragments import AnswerStream
 
     stream = AnswerStream(7)
     first = stream.update("First paragraph.\n\nSecond", [])

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from search import liveness, runner, services
+from search.live import asking, liveness, runner
 from search.models import Entry, Thread
 from search.saving import NOT_SAVED, clean, deep, fitted
 from tests.search.conftest import Paced, answer_stream, serve
@@ -61,7 +61,7 @@ async def test_a_final_save_that_fails_saves_the_entry_failed_with_what_it_can(
         if final:
             raise RuntimeError("the database refused the row")  # e.g. PostgreSQL's DataError
 
-    monkeypatch.setattr(services, "save_run", broken_save)
+    monkeypatch.setattr(asking, "save_run", broken_save)
     serve(upstream, Paced(answer_stream(["Kept ", "words"])))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "unsavable"}))
@@ -83,7 +83,7 @@ async def test_a_run_that_dies_without_saving_is_swept_within_the_watchers_tick(
     def dead(run, searched):
         raise RuntimeError("the end could not be saved at all")
 
-    monkeypatch.setattr(services, "finish_run", dead)
+    monkeypatch.setattr(asking, "finish_run", dead)
     serve(upstream, Paced(answer_stream(["lost"])))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "dies"}))
@@ -107,9 +107,9 @@ def _rows(owner):
         return entry.pk
 
     return {
-        "ours, no run": row("ours", services.RUNNER, long_ago),
-        "ours, live run": row("live", services.RUNNER, long_ago),
-        "this machine, process alive, silent": row("silent", f"{services.socket.gethostname()}:1", long_ago),
+        "ours, no run": row("ours", asking.RUNNER, long_ago),
+        "ours, live run": row("live", asking.RUNNER, long_ago),
+        "this machine, process alive, silent": row("silent", f"{asking.socket.gethostname()}:1", long_ago),
         "elsewhere, silent": row("far", "otherhost:1", long_ago),
         "elsewhere, beating": row("beating", "otherhost:2", timezone.now()),
     }

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from accounts.models import PerplexityAccount, TokenBucket
 from accounts.services import credentials_for, credentials_for_many
 from pplxweb.perplexity.request import AskOptions
-from search import services, starts
-from search.consumers import _as_querydict
+from search.live import asking, starts
+from search.live.consumers import _as_querydict
 from search.models import Entry, Thread
 from tests.search.conftest import TOKEN, Paced, answer_stream, serve
 from tests.search.test_consumer import connect, receive_until
@@ -30,20 +30,20 @@ def link(user) -> PerplexityAccount:
 
 @pytest.mark.django_db
 def test_asks_started_together_end_as_one_after_another_would(owner, member):
-    mine = services.start_search(member, "mine", AskOptions())
-    theirs = services.start_search(owner, "theirs", AskOptions())
+    mine = asking.start_search(member, "mine", AskOptions())
+    theirs = asking.start_search(owner, "theirs", AskOptions())
     Entry.objects.update(status="completed")
-    asks = [
-        services.Ask(owner, "one", AskOptions()),
-        services.Ask(member, "follow-up", AskOptions(), thread_id=mine.thread_id),
-        services.Ask(owner, "two", AskOptions()),
-        services.Ask(owner, "three", AskOptions()),  # the owner's third: two are running
-        services.Ask(member, "sneak", AskOptions(), thread_id=theirs.thread_id),  # not the member's
+    batch = [
+        asking.Ask(owner, "one", AskOptions()),
+        asking.Ask(member, "follow-up", AskOptions(), thread_id=mine.thread_id),
+        asking.Ask(owner, "two", AskOptions()),
+        asking.Ask(owner, "three", AskOptions()),  # the owner's third: two are running
+        asking.Ask(member, "sneak", AskOptions(), thread_id=theirs.thread_id),  # not the member's
     ]
-    one, follow_up, two, three, sneak = services.start_searches(asks)
+    one, follow_up, two, three, sneak = asking.start_searches(batch)
     assert [one.question, two.question, follow_up.question] == ["one", "two", "follow-up"]
     assert one.thread_id != two.thread_id and follow_up.thread_id == mine.thread_id
-    assert isinstance(three, services.SearchRefused) and "You have 2 searches running" in three.message
+    assert isinstance(three, asking.SearchRefused) and "You have 2 searches running" in three.message
     assert isinstance(sneak, Http404)
     assert Entry.objects.filter(user=owner, status="running").count() == 2
     assert Entry.objects.filter(thread__user=owner).count() == 3
@@ -51,18 +51,18 @@ def test_asks_started_together_end_as_one_after_another_would(owner, member):
     thread = Thread.objects.get(pk=mine.thread_id)
     assert thread.updated >= follow_up.created > thread.created  # the follow-up's thread moved up
     buckets = sorted(round(b.tokens) for b in TokenBucket.objects.all())
-    assert buckets == [services.PER_MINUTE - 3, services.PER_MINUTE - 2]  # refusals took no token
+    assert buckets == [asking.PER_MINUTE - 3, asking.PER_MINUTE - 2]  # refusals took no token
 
 
 @pytest.mark.django_db
 def test_the_rate_limit_counts_within_a_burst(owner, monkeypatch):
-    monkeypatch.setattr(services, "MAX_RUNNING", 100)
-    asks = [services.Ask(owner, f"q{n}", AskOptions()) for n in range(services.PER_MINUTE + 1)]
-    *started, refused = services.start_searches(asks)
+    monkeypatch.setattr(asking, "MAX_RUNNING", 100)
+    batch = [asking.Ask(owner, f"q{n}", AskOptions()) for n in range(asking.PER_MINUTE + 1)]
+    *started, refused = asking.start_searches(batch)
     assert all(isinstance(e, Entry) for e in started)
-    assert isinstance(refused, services.SearchRefused)
-    assert f"That is {services.PER_MINUTE} searches this minute" in refused.message
-    assert Entry.objects.count() == services.PER_MINUTE
+    assert isinstance(refused, asking.SearchRefused)
+    assert f"That is {asking.PER_MINUTE} searches this minute" in refused.message
+    assert Entry.objects.count() == asking.PER_MINUTE
 
 
 @pytest.mark.django_db
@@ -215,23 +215,23 @@ def test_a_follow_up_and_deleting_its_threads_last_entry_at_the_same_moment_both
     (Unlocked on PostgreSQL the delete removed the thread and the start failed at its commit.)"""
     from django.db import connections
 
-    first = services.start_search(owner, "first", AskOptions())
+    first = asking.start_search(owner, "first", AskOptions())
     Entry.objects.update(status="completed")
     reached, go = threading.Event(), threading.Event()
-    judge = services._judge
+    judge = asking._judge
 
     def held(*args):
         reached.set()
         go.wait(10)
         return judge(*args)
 
-    monkeypatch.setattr(services, "_judge", held)
+    monkeypatch.setattr(asking, "_judge", held)
     outcome: dict = {}
 
     def follow_up():
         try:
-            outcome["entry"] = services.start_searches(
-                [services.Ask(owner, "again", AskOptions(), thread_id=first.thread_id)]
+            outcome["entry"] = asking.start_searches(
+                [asking.Ask(owner, "again", AskOptions(), thread_id=first.thread_id)]
             )[0]
         finally:
             connections.close_all()
@@ -269,7 +269,7 @@ def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_tr
 
     link(owner)
     link(member)  # (without a credential they would be refused before the trip)
-    read = services.defaults_for_many
+    read = asking.defaults_for_many
     calls = []
 
     def defaults_then_removal(users):
@@ -283,7 +283,7 @@ def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_tr
         calls.append(len(found))
         return found
 
-    monkeypatch.setattr(services, "defaults_for_many", defaults_then_removal)
+    monkeypatch.setattr(asking, "defaults_for_many", defaults_then_removal)
     prepared = starts.prepare_many(
         [(member, _as_querydict({"q": "mine"})), (owner, _as_querydict({"q": "fine"}))]
     )

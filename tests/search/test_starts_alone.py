@@ -8,8 +8,8 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from search import services, starts
-from search.consumers import _as_querydict
+from search.live import asking, starts
+from search.live.consumers import _as_querydict
 from search.models import Entry
 from tests.search.conftest import Paced, answer_stream, serve
 from tests.search.test_consumer import connect, receive_until
@@ -41,16 +41,16 @@ async def test_a_lone_surrogate_in_one_question_breaks_nobodys_start(
 def test_an_exception_for_one_ask_refuses_it_alone(owner, member, monkeypatch, caplog):
     link(owner)
     link(member)
-    new_entry = services._new_entry
+    new_entry = asking._new_entry
 
     def failing(ask, thread, now):
         if ask.question == "boom":
             raise RuntimeError("this ask breaks the write")
         return new_entry(ask, thread, now)
 
-    monkeypatch.setattr(services, "_new_entry", failing)
-    asks = [(owner, _as_querydict({"q": "one"})), (member, _as_querydict({"q": "boom"})), (owner, _as_querydict({"q": "two"}))]  # fmt: skip
-    one, boom, two = starts.prepare_judged_alone(asks)
+    monkeypatch.setattr(asking, "_new_entry", failing)
+    batch = [(owner, _as_querydict({"q": "one"})), (member, _as_querydict({"q": "boom"})), (owner, _as_querydict({"q": "two"}))]  # fmt: skip
+    one, boom, two = starts.prepare_judged_alone(batch)
     assert boom == starts.NOT_STARTED
     assert one[0].question == "one" and two[0].question == "two"
     assert sorted(Entry.objects.values_list("question", flat=True)) == ["one", "two"]
@@ -62,14 +62,14 @@ def test_an_exception_for_one_ask_refuses_it_alone(owner, member, monkeypatch, c
 def test_a_request_that_cannot_be_built_fails_its_entry_and_starts_the_others(owner, member, monkeypatch):
     link(owner)
     link(member)
-    build = services.build_request
+    build = asking.build_request
 
     def failing(entry, new_thread=False):
         if entry.question == "boom":
             raise ValueError("cannot build")
         return build(entry, new_thread)
 
-    monkeypatch.setattr(services, "build_request", failing)
+    monkeypatch.setattr(asking, "build_request", failing)
     boom, fine = starts.prepare_judged_alone(
         [(owner, _as_querydict({"q": "boom"})), (member, _as_querydict({"q": "fine"}))]
     )

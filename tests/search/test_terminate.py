@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from search import terminate
+from search.live import terminate
 from search.models import Entry
 from tests.search.conftest import TOKEN, Paced, answer_stream, serve, words
 from tests.search.test_consumer import connect, receive_until

@@ -14,9 +14,9 @@ from django.urls import reverse
 
 from accounts.fields import UNREADABLE
 from accounts.models import PerplexityAccount
-from search import starts
-from search.consumers import _as_querydict
-from search.forget import Upstream, forget
+from search.history.forget import Upstream, forget
+from search.live import starts
+from search.live.consumers import _as_querydict
 from search.models import Entry
 from tests.search.conftest import TOKEN, Paced, answer_stream, serve
 from tests.search.test_consumer import connect

@@ -28,7 +28,7 @@ def _save_runs_on_shutdown() -> None:
     import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
     from twisted.internet import defer, reactor
 
-    from search.runner import shutdown
+    from search.live.runner import shutdown
 
     def save() -> defer.Deferred:
         return defer.Deferred.fromFuture(asyncio.ensure_future(shutdown()))
@@ -87,13 +87,13 @@ class Command(BaseCommand):
 
     def prepare(self) -> list[str]:
         """Owner from the environment, else a setup code; then the addresses to open."""
-        from search.liveness import sweep_interrupted
+        from search.live.liveness import sweep_interrupted
 
         lines = []
         interrupted = sweep_interrupted(at_start=True)
         if interrupted:
             lines.append(f"{interrupted} answer(s) left running by an earlier stop were marked interrupted.")
-        from search import import_jobs
+        from search.history import import_jobs
 
         if removed := import_jobs.sweep(at_start=True):
             lines.append(f"{removed} import(s) cut short by an earlier stop were removed whole.")

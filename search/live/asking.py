@@ -32,7 +32,7 @@ from search.render import scrub
 from search.saving import NOT_SAVED, fitted, salvage, save_outcome_failed
 
 if TYPE_CHECKING:
-    from search.runner import Run
+    from search.live.runner import Run
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def start_search(
 ) -> Entry:
     """Check the person's limits, then write the entry (status running) and commit it.
 
-    The run itself starts after this returns (search.runner.launch): nothing is sent upstream
+    The run itself starts after this returns (search.live.runner.launch): nothing is sent upstream
     before the entry exists, and no transaction is open while it runs. Raises SearchRefused
     (a limit) or Http404 (not their conversation).
     """
@@ -274,7 +274,7 @@ def previous_turn(entry: Entry) -> Entry | None:
     )
 
 
-# --- what a run reads and writes (search.runner runs them on the database thread) -----------
+# --- what a run reads and writes (search.live.runner runs them on the database thread) -----------
 
 
 def saved_result(entry: Entry) -> Result:

@@ -175,7 +175,7 @@ def settled(tail: str) -> str:
     return tail
 
 
-# --- a run's fragments (`run` is a search.runner.Run) ---------------------------------------------
+# --- a run's fragments (`run` is a search.live.runner.Run) ---------------------------------------------
 
 
 def part_keys(run, final: bool = False) -> dict[str, tuple]:

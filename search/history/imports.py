@@ -1,4 +1,4 @@
-"""History back in: a history zip, its history.json, or a thread's JSON (as search.export
+"""History back in: a history zip, its history.json, or a thread's JSON (as search.history.export
 writes them) restored for a person, all or nothing."""
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from search import attachment_archive, images, import_jobs
-from search.export import FORMAT
+from search import images
+from search.attachments import archive as attachment_archive
+from search.history import import_jobs
+from search.history.export import FORMAT
 from search.models import Entry, Thread
 from search.saving import deep
 
@@ -158,7 +160,7 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
     """Restore exported threads for `user` from the file's bytes or the (seekable) file; returns
     (imported, skipped as already there). All or nothing: written WRITE_BATCH entries per
     transaction (others' searches are not held up by a large import) as one recorded job
-    (search.import_jobs), removed whole if a later conversation is refused or the server stops."""
+    (search.history.import_jobs), removed whole if a later conversation is refused or the server stops."""
     handle = io.BytesIO(source) if isinstance(source, bytes) else source
     archive, stream = _opened(handle)
     job = import_jobs.begin(user)

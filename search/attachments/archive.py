@@ -1,4 +1,4 @@
-"""Files in the history's exports and back in by import (search.export, search.imports)."""
+"""Files in the history's exports and back in by import (search.history.export, search.history.imports)."""
 
 from __future__ import annotations
 

@@ -15,9 +15,12 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import attachments, export, forget, history, images, import_jobs, imports, services
+from search import attachments, images
 from search.display import catalogue_models
-from search.history import Filters, QueryTooLong
+from search.history import export, forget, import_jobs, imports
+from search.history import query as history
+from search.history.query import Filters, QueryTooLong
+from search.live import asking
 from search.models import Entry, Thread
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
@@ -146,7 +149,7 @@ def delete(request: HttpRequest) -> HttpResponse:
 def export_thread(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     if kind not in ("md", "json"):
         raise Http404
-    thread = services.thread_for(request.user, pk)
+    thread = asking.thread_for(request.user, pk)
     name = slugify(thread.title)[:60] or f"thread-{thread.pk}"
     if kind == "md":
         response = HttpResponse(export.thread_markdown(thread), content_type="text/markdown; charset=utf-8")

@@ -21,10 +21,11 @@ from django.http import Http404, QueryDict
 
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import NoCredential, catalogue
-from search import attachment_views, services
 from search.attachments import Refused
+from search.attachments import views as attachment_views
 from search.display import catalogue_models
 from search.forms import SearchForm
+from search.live import asking
 from search.models import Entry
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def prepare_many(asks: list[tuple[object, QueryDict]]) -> list:
         # transaction rolled back whole (no row, no token), and this time the checks see it.
         valid, started = _start(asks, valid, people, outcomes, preloaded)
     for (i, form), entry in zip(valid, started, strict=True):
-        if isinstance(entry, services.SearchRefused):
+        if isinstance(entry, asking.SearchRefused):
             outcomes[i] = entry.message
         elif isinstance(entry, Http404):
             outcomes[i] = "That conversation was not found."
@@ -86,7 +87,7 @@ def _launchable(entry, form: SearchForm, preloaded: dict):
     """(entry, upstream request, preloaded); if the request cannot be built, the entry (already
     committed) is saved failed with a sentence, never left running without a run."""
     try:
-        request = services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
+        request = asking.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
     except Exception:
         log.exception("entry %s: the upstream request could not be built", entry.pk)
         Entry.objects.filter(pk=entry.pk).update(status=Entry.Status.FAILED, error=NOT_STARTED)
@@ -95,16 +96,16 @@ def _launchable(entry, form: SearchForm, preloaded: dict):
 
 
 def _preloads(people: dict, models: dict) -> dict:
-    """services.preloads for these people (by pk), leaving out whoever's credential row no key
+    """asking.preloads for these people (by pk), leaving out whoever's credential row no key
     opens; the others start as usual."""
     try:
-        return services.preloads(list(people.values()), models)
+        return asking.preloads(list(people.values()), models)
     except DecryptionError:
         pass
     readable = {}
     for pk, user in people.items():
         try:
-            readable.update(services.preloads([user], models))
+            readable.update(asking.preloads([user], models))
         except DecryptionError as exc:
             log.error("search by user %s not started: %s", pk, exc)
     return readable
@@ -113,7 +114,7 @@ def _preloads(people: dict, models: dict) -> dict:
 def _start(asks: list, valid: list, people: dict, outcomes: list, preloaded: dict) -> tuple[list, list]:
     """start_searches for the valid asks of people still here who have a credential: (those
     asks, their outcomes)."""
-    defaults = services.defaults_for_many(list(people.values()))
+    defaults = asking.defaults_for_many(list(people.values()))
     # someone removed from the household keeps their open socket: their rows must not be written
     # (and one such row would fail everyone's shared transaction)
     for i, _ in valid:
@@ -124,9 +125,9 @@ def _start(asks: list, valid: list, people: dict, outcomes: list, preloaded: dic
     valid = [(i, form) for i, form in valid if asks[i][0].pk in defaults and preloaded[asks[i][0].pk]]
     files = _files(asks, valid, outcomes)
     valid = [(i, form) for i, form in valid if i in files]
-    started = services.start_searches(
+    started = asking.start_searches(
         [
-            services.Ask(
+            asking.Ask(
                 asks[i][0],
                 form.cleaned_data["q"],
                 form.options(defaults[asks[i][0].pk]),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from accounts.services import Credential, make_client
 
 if TYPE_CHECKING:
-    from search.runner import Run
+    from search.live.runner import Run
 
 log = logging.getLogger(__name__)
 TIMEOUT = 5.0  # seconds for the whole call

@@ -2,7 +2,7 @@
 
 A run can die without saving its end (a process killed; an end whose save raised). Each process
 that has runs or open sockets keeps a watcher task: every TICK it writes the heartbeat of its own
-runs (one statement) and sweeps what is dead (services.RUNNER tells whose a row is). A row of
+runs (one statement) and sweeps what is dead (asking.RUNNER tells whose a row is). A row of
 this process is dead when its run is not in the runs table, one of another when that process is
 gone or its heartbeat is stale. With no runs and no sockets the watcher ends after one last
 sweep; the next socket or run starts it again (and sweeps at once).
@@ -23,13 +23,13 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from pplxweb.perplexity.request import AskRequest
-from search import services
+from search.live import asking
+from search.live.asking import RUNNER
 from search.models import Entry
-from search.services import RUNNER
 
 log = logging.getLogger(__name__)
 TICK = 15.0  # seconds between heartbeats and sweeps
-# A run's heartbeat is written every few seconds (progress saves, search.liveness's beat every
+# A run's heartbeat is written every few seconds (progress saves, search.live.liveness's beat every
 # 15 s): silence this long means it died. LAUNCH_GRACE: a new entry is written just before its
 # run is registered.
 STALE_AFTER = timedelta(seconds=45)
@@ -41,7 +41,7 @@ sockets = 0  # this process's open search sockets
 def keep_watch(runs: Collection[int], rejoin: Callable[[Entry, AskRequest], object]) -> None:
     """Make sure this event loop's watcher runs; `runs`: the process's runs table (its keys are
     the entry ids of live runs), read at every tick; `rejoin(entry, request)` starts the run of an
-    entry whose run was lost and that Perplexity may still be working on (search.runner)."""
+    entry whose run was lost and that Perplexity may still be working on (search.live.runner)."""
     loop = asyncio.get_running_loop()
     task = _watchers.get(loop)
     if task is None or task.done():
@@ -88,7 +88,7 @@ def claim_lost(alive: Collection[int]) -> list[tuple[Entry, AskRequest]]:
         if Entry.objects.filter(pk=entry.pk, runner=entry.runner, status=Entry.Status.RUNNING).update(
             runner=RUNNER, heartbeat=timezone.now()
         ):
-            claimed.append((entry, services.build_request(entry)))
+            claimed.append((entry, asking.build_request(entry)))
     return claimed
 
 
@@ -108,7 +108,7 @@ def sweep_interrupted(at_start: bool = False, alive: Collection[int] | None = No
     are left for the watcher to rejoin (claim_lost), owned by nobody.
 
     A run of this process is dead when it is not among `alive` (its runs, when the caller knows
-    them; search.liveness) once past its launch; one of another process on this machine when
+    them; search.live.liveness) once past its launch; one of another process on this machine when
     that process is gone (at start: any earlier process of ours); any other when its heartbeat
     (every few seconds while it runs) is older than STALE_AFTER.
     """

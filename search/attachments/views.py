@@ -10,8 +10,9 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
-from search import attachment_upload, attachments
+from search import attachments
 from search.attachments import IMAGES, KINDS, Refused
+from search.attachments import upload as attachment_upload
 from search.models import Attachment
 
 

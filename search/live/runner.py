@@ -26,9 +26,10 @@ from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, Result, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import fragments, images, liveness, services, terminate
-from search.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
-from search.fragments import AnswerStream
+from search import images
+from search.live import asking, fragments, liveness, terminate
+from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
+from search.live.fragments import AnswerStream
 from search.models import Entry
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class Run:
     _saving: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
-    _searched: tuple[Credential, dict] | None = None  # recorded at the end (services.finish_run)
+    _searched: tuple[Credential, dict] | None = None  # recorded at the end (asking.finish_run)
     _catalogue_due: bool = False
     client: Any = None  # the upstream client while the answer streams (to answer a question)
     rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
@@ -244,7 +245,7 @@ class Run:
         stream = None
         try:
             if self.credential is None or not self.models:
-                self.models, self.credential = await database_sync_to_async(services.run_needs)(self.user)
+                self.models, self.credential = await database_sync_to_async(asking.run_needs)(self.user)
             credential = self.credential
             async with make_client(
                 cookies=credential.cookies,
@@ -382,7 +383,7 @@ class Run:
         # can wait a little. When many answers end together, a few at a time save theirs, so
         # that work never crowds out the streams still arriving and the other answers' last words.
         async with finishing_slots():
-            self._catalogue_due = await database_sync_to_async(services.finish_run)(self, self._searched)
+            self._catalogue_due = await database_sync_to_async(asking.finish_run)(self, self._searched)
             await self.update(final=True)
 
     def save_progress(self) -> None:
@@ -392,7 +393,7 @@ class Run:
         if self._saving is not None and not self._saving.done():
             return
         self._refresh_result()
-        self._saving = asyncio.ensure_future(database_sync_to_async(services.save_run)(self, False))
+        self._saving = asyncio.ensure_future(database_sync_to_async(asking.save_run)(self, False))
         self._saving.add_done_callback(self._saved)
 
     def _saved(self, task: asyncio.Future) -> None:
@@ -413,7 +414,7 @@ def launch(
     run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
     if rejoin:
         run.rejoin = entry.backend_uuid
-        run.result = services.saved_result(entry)  # kept if Perplexity no longer has the run
+        run.result = asking.saved_result(entry)  # kept if Perplexity no longer has the run
         run.answer.resync = True  # the page shows the saved part: the first update sends it all
     RUNS[entry.pk] = run
     liveness.keep_watch(RUNS, rejoin_lost)  # its row is swept if the run dies without saving its end
@@ -428,7 +429,7 @@ def launch(
 
 def rejoin_lost(entry: Entry, request: AskRequest) -> Run:
     """Go on with an answer whose run was lost (a restart, a killed process): Perplexity keeps
-    working on it, and rejoining gets what it has and the rest (search.liveness claims it)."""
+    working on it, and rejoining gets what it has and the rest (search.live.liveness claims it)."""
     return launch(entry, entry.user, request, rejoin=True)
 
 
@@ -444,7 +445,7 @@ async def clarify(entry_id: int, answers: list[str]) -> None:
 
 
 def _ended(task: asyncio.Task) -> None:
-    """A run whose end itself failed (its row is swept by search.liveness): said in the log."""
+    """A run whose end itself failed (its row is swept by search.live.liveness): said in the log."""
     if not task.cancelled() and task.exception() is not None:
         log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
 

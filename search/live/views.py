@@ -14,10 +14,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.fields import DecryptionError
 from accounts.services.credentials import NoCredential, credentials_for_many
-from search import attachment_upload, attachment_views, attachments, images, liveness, runner, services
+from search import attachments, images
+from search.attachments import upload as attachment_upload
+from search.attachments import views as attachment_views
 from search.display import answer_markdown, entry_context
 from search.forms import SearchForm
 from search.library import carry
+from search.live import asking, liveness, runner
 from search.models import Entry, LibraryThread, Thread
 
 RECENT = 8  # conversations listed under the box on the search page
@@ -25,9 +28,9 @@ RECENT = 8  # conversations listed under the box on the search page
 
 def _form(user, initial_q: str = "", thread: Thread | None = None, options: dict | None = None) -> SearchForm:
     """The search box, its options pre-set from the person's defaults (or from `options`)."""
-    initial = services.defaults_for(user).as_initial()
+    initial = asking.defaults_for(user).as_initial()
     if options is not None:
-        saved = services.options_from_json(options)
+        saved = asking.options_from_json(options)
         initial = {
             **initial,
             "model": saved.model,
@@ -57,7 +60,7 @@ def home(request: HttpRequest) -> HttpResponse:
     again = request.GET.get("again", "")
     if again.isdigit() and len(again) < 19:
         # "Edit and ask again": an earlier question with its options, to change before asking
-        entry = services.entry_for(request.user, int(again))
+        entry = asking.entry_for(request.user, int(again))
         try:  # its files come along as fresh copies, to keep or remove before asking
             attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
         except attachments.Refused as exc:
@@ -75,7 +78,7 @@ def home(request: HttpRequest) -> HttpResponse:
     carried = request.GET.get("carry", "")
     if carried.isdigit() and len(carried) < 19:
         # a follow-up Perplexity refused (search/library/carry.py): the earlier turn in a new question
-        entry = services.entry_for(request.user, int(carried))
+        entry = asking.entry_for(request.user, int(carried))
         question = carry.question_with_context(entry)
         return render(
             request, "search/home.html", {"form": _form(request.user, question, options=entry.options)}
@@ -151,17 +154,17 @@ def _start(user, form: SearchForm, files: list = (), problems: list = ()):
         form.add_error(None, NoCredential.message)
         return None
     try:
-        entry = services.start_search(
+        entry = asking.start_search(
             user,
             form.cleaned_data["q"],
-            form.options(services.defaults_for(user)),
+            form.options(asking.defaults_for(user)),
             form.cleaned_data.get("thread"),
             attachments=tuple(files),
         )
-    except services.SearchRefused as exc:
+    except asking.SearchRefused as exc:
         form.add_error(None, exc.message)
         return None
-    return entry, services.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
+    return entry, asking.build_request(entry, new_thread=not form.cleaned_data.get("thread"))
 
 
 def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> HttpResponse:
@@ -193,21 +196,21 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
 
     def copies():
-        entry = services.entry_for(user, pk)
+        entry = asking.entry_for(user, pk)
         return entry, attachments.copies_for(user, entry)
 
     def start(entry, files):
-        new = services.start_search(
-            user, entry.question, services.options_from_json(entry.options), attachments=tuple(files)
+        new = asking.start_search(
+            user, entry.question, asking.options_from_json(entry.options), attachments=tuple(files)
         )
-        return new, services.build_request(new, new_thread=True)
+        return new, asking.build_request(new, new_thread=True)
 
     try:
         # its files go again, uploaded afresh (Perplexity's links to the first upload expire)
         entry, files = await database_sync_to_async(copies)()
         await attachment_upload.send_upstream(user, files)
         entry, upstream_request = await database_sync_to_async(start)(entry, files)
-    except (services.SearchRefused, attachments.Refused) as exc:
+    except (asking.SearchRefused, attachments.Refused) as exc:
         messages.error(request, exc.message)
         return redirect("search:home")
     runner.launch(entry, user, upstream_request)
@@ -217,7 +220,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def thread(request: HttpRequest, pk: int) -> HttpResponse:
     """A conversation, every turn from the database; live over the socket while one runs."""
-    thread = services.thread_for(request.user, pk)
+    thread = asking.thread_for(request.user, pk)
     context = _thread_context(request.user, thread)
     context["form"] = _form(request.user, thread=thread)
     context["upstream"] = LibraryThread.objects.filter(thread=thread).first()  # imported from Perplexity
@@ -228,7 +231,7 @@ def thread(request: HttpRequest, pk: int) -> HttpResponse:
 async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     try:
-        entry = await database_sync_to_async(services.entry_for)(user, pk)
+        entry = await database_sync_to_async(asking.entry_for)(user, pk)
     except Http404:
         raise
     if entry.running:
@@ -244,7 +247,7 @@ CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
 def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     """One answer as Markdown, for "Copy": the Markdown export's format (citations as footnotes,
     the sources listed under it); `?citations=0`: the text alone, without them."""
-    entry = services.entry_for(request.user, pk)
+    entry = asking.entry_for(request.user, pk)
     if request.GET.get("citations") == "0":
         count = len(entry.sources)
         text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
@@ -256,7 +259,7 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
     """A Deep Research report's Markdown, as a file."""
-    entry = services.entry_for(request.user, pk)
+    entry = asking.entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
     response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
@@ -267,7 +270,7 @@ def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
     """A generated image pplxweb kept, to the person whose answer it is in."""
-    entry = services.entry_for(request.user, pk)
+    entry = asking.entry_for(request.user, pk)
     record = next((r for r in entry.images if isinstance(r, dict) and r.get("n") == n), None)
     path = images.path_of(entry.pk, record) if record else None
     if path is None and entry.running:

@@ -1,4 +1,4 @@
-"""History out: Markdown and JSON for a thread, and a zip of everything (search.imports takes
+"""History out: Markdown and JSON for a thread, and a zip of everything (search.history.imports takes
 them back in)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from search import attachment_archive, images
+from search import images
+from search.attachments import archive as attachment_archive
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"

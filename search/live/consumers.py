@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
-from search import liveness, runner, services, starts
 from search.display import entry_html, new_entry_fragment
+from search.live import asking, liveness, runner, starts
 from search.models import Entry
 from search.saving import clean
 
@@ -107,7 +107,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
     # --- actions --------------------------------------------------------------------------------
 
     async def search(self, data: dict) -> None:
-        # everyone's starts share trips to the database thread (search.starts)
+        # everyone's starts share trips to the database thread (search.live.starts)
         prepared = await starts.prepare((self.user, _as_querydict(data)))
         if isinstance(prepared, str):
             await self.error(prepared)
@@ -161,7 +161,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = services.thread_for(self.user, int(thread_id))
+            thread = asking.thread_for(self.user, int(thread_id))
         except (Http404, TypeError, ValueError):
             return None
         liveness.sweep_interrupted()
@@ -172,7 +172,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return services.entry_for(self.user, int(entry_id))
+                return asking.entry_for(self.user, int(entry_id))
             except (Http404, TypeError, ValueError):
                 return None
 

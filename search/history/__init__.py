@@ -1,0 +1,1 @@
+"""The history path: saved answers listed, searched, exported, imported and deleted."""

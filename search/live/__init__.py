@@ -1,0 +1,1 @@
+"""The live path: a question asked, its answer streamed to the page and saved as it comes."""
