@@ -75,7 +75,7 @@ INSTALLED_APPS = [
     "csp",
     "accounts",
     "search",
-    "pplxweb",  # project-level commands (doctor)
+    "pplxweb",  # project-level commands (serve, doctor)
 ]
 
 MIDDLEWARE = [

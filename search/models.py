@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import os
+import socket
 from datetime import time
 
 from django.conf import settings
 from django.db import models
+from django.shortcuts import get_object_or_404
+
+RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # this process, as the rows it runs name it (Entry.runner)
 
 
 class ImportJob(models.Model):
@@ -235,3 +240,13 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def thread_for(user, pk: int) -> Thread:
+    """Someone's own conversation, or 404 (never another person's, never saying it exists)."""
+    return get_object_or_404(Thread, pk=pk, user=user)
+
+
+def entry_for(user, pk: int) -> Entry:
+    """Someone's own entry, or 404."""
+    return get_object_or_404(Entry, pk=pk, thread__user=user)

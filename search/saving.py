@@ -9,16 +9,11 @@ failed with what can be saved.
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import models
-from django.utils import timezone
 
 from search.render import scrub
-
-if TYPE_CHECKING:
-    from search.live.runner import Run
 
 log = logging.getLogger(__name__)
 NOT_SAVED = "pplxweb could not save this answer whole; what could be saved is kept. The server log says more."
@@ -76,18 +71,3 @@ def save_outcome_failed(model: type[models.Model], pk: int, fields: dict[str, An
             continue
         return True
     return False
-
-
-def salvage(run: Run) -> dict[str, Any]:
-    """What a run that could not be saved whole may still keep (cleaned when saved)."""
-    result = run.result
-    if result is None:
-        return {"heartbeat": timezone.now()}
-    return {
-        "answer": result.answer,
-        "sources": [s.as_dict() for s in result.sources],
-        "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
-        "related": list(result.related),
-        "heartbeat": timezone.now(),
-        "done_ms": int((time.monotonic() - run.started) * 1000),
-    }

@@ -20,9 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from search import images
-from search.live.asking import RUNNER
 from search.live.liveness import pid_alive
-from search.models import ImportJob, Thread
+from search.models import RUNNER, ImportJob, Thread
 
 log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(minutes=2)  # a job writes its heartbeat with every batch (seconds apart)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import date
@@ -10,18 +11,17 @@ from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import messages
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from search import attachments, images
-from search.display import catalogue_models
+from search.display import answer_markdown, catalogue_models
 from search.history import export, forget, import_jobs, imports
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
-from search.live import asking
-from search.models import Entry, Thread
+from search.models import Entry, Thread, entry_for, thread_for
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
 
@@ -149,7 +149,7 @@ def delete(request: HttpRequest) -> HttpResponse:
 def export_thread(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     if kind not in ("md", "json"):
         raise Http404
-    thread = asking.thread_for(request.user, pk)
+    thread = thread_for(request.user, pk)
     name = slugify(thread.title)[:60] or f"thread-{thread.pk}"
     if kind == "md":
         response = HttpResponse(export.thread_markdown(thread), content_type="text/markdown; charset=utf-8")
@@ -201,3 +201,52 @@ def import_view(request: HttpRequest) -> HttpResponse:
         text += f" {skipped} {'was' if skipped == 1 else 'were'} already here."
     messages.success(request, text)
     return redirect("search:history")
+
+
+# --- one kept answer: its Markdown, its report, its images ------------------------------------
+
+CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
+
+
+@require_GET
+def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
+    """One answer as Markdown, for "Copy": the Markdown export's format (citations as footnotes,
+    the sources listed under it); `?citations=0`: the text alone, without them."""
+    entry = entry_for(request.user, pk)
+    if request.GET.get("citations") == "0":
+        count = len(entry.sources)
+        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+    else:
+        text = answer_markdown(entry)
+    return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+
+
+@require_GET
+def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
+    """A Deep Research report's Markdown, as a file."""
+    entry = entry_for(request.user, pk)
+    if not entry.report:
+        raise Http404("This answer has no report.")
+    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
+    return response
+
+
+@require_GET
+def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
+    """A generated image pplxweb kept, to the person whose answer it is in."""
+    entry = entry_for(request.user, pk)
+    record = next((r for r in entry.images if isinstance(r, dict) and r.get("n") == n), None)
+    path = images.path_of(entry.pk, record) if record else None
+    if path is None and entry.running:
+        # a running answer's records are saved at its end, but the live page shows each image
+        # as soon as its file is complete (a download writes elsewhere, then renames)
+        path = next(
+            (p for kind in images.TYPES if (p := images.path_of(entry.pk, {"file": f"{n}.{kind}"}))), None
+        )
+    if path is None:
+        raise Http404("No such image.")
+    response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])
+    response["Content-Disposition"] = f'inline; filename="pplxweb-{entry.pk}-{n}{path.suffix}"'
+    response["Cache-Control"] = "private, max-age=31536000, immutable"  # a kept image never changes
+    return response

@@ -15,9 +15,8 @@ from accounts.models import PerplexityAccount
 from accounts.services.credentials import keep_rotated_cookies
 from pplxweb.perplexity.library import Listed
 from search.library.store import clean
-from search.live.asking import RUNNER
 from search.live.liveness import STALE_AFTER, pid_alive
-from search.models import Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
+from search.models import RUNNER, Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
 
 MAX_NOTES = 200  # threads named in a job's summary; the counts cover the rest
 SEEN = "seen"  # what record_page says of a thread the job's listing already showed

@@ -22,8 +22,8 @@ from django.utils import timezone
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
 from search.display import entry_html, new_entry_fragment
-from search.live import asking, liveness, runner, starts
-from search.models import Entry
+from search.live import liveness, runner, starts
+from search.models import Entry, entry_for, thread_for
 from search.saving import clean
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = asking.thread_for(self.user, int(thread_id))
+            thread = thread_for(self.user, int(thread_id))
         except (Http404, TypeError, ValueError):
             return None
         liveness.sweep_interrupted()
@@ -172,7 +172,7 @@ class SearchConsumer(AsyncWebsocketConsumer):
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return asking.entry_for(self.user, int(entry_id))
+                return entry_for(self.user, int(entry_id))
             except (Http404, TypeError, ValueError):
                 return None
 

@@ -2,7 +2,7 @@
 
 A run can die without saving its end (a process killed; an end whose save raised). Each process
 that has runs or open sockets keeps a watcher task: every TICK it writes the heartbeat of its own
-runs (one statement) and sweeps what is dead (asking.RUNNER tells whose a row is). A row of
+runs (one statement) and sweeps what is dead (models.RUNNER tells whose a row is). A row of
 this process is dead when its run is not in the runs table, one of another when that process is
 gone or its heartbeat is stale. With no runs and no sockets the watcher ends after one last
 sweep; the next socket or run starts it again (and sweeps at once).
@@ -24,8 +24,7 @@ from django.utils import timezone
 
 from pplxweb.perplexity.request import AskRequest
 from search.live import asking
-from search.live.asking import RUNNER
-from search.models import Entry
+from search.models import RUNNER, Entry
 
 log = logging.getLogger(__name__)
 TICK = 15.0  # seconds between heartbeats and sweeps

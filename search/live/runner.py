@@ -24,12 +24,13 @@ from accounts.services import Credential, NoCredential, make_client, refresh_cat
 from accounts.services.link import mark_auth_problem
 from pplxweb import collector
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
-from pplxweb.perplexity.extract import ANONYMOUS_MODEL, Result, extract, has_answer, text_complete
+from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import images
-from search.live import asking, fragments, liveness, terminate
+from search.live import asking, fragments, liveness, outcome, terminate
 from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
+from search.live.outcome import RunState
 from search.models import Entry
 
 log = logging.getLogger(__name__)
@@ -86,25 +87,15 @@ def control_group(entry_id: int) -> str:
 
 
 @dataclass
-class Run:
-    entry_id: int
-    user: Any
-    request: AskRequest
-    thread_id: int = 0
-    started: float = field(default_factory=time.monotonic)
-    result: Result | None = None
-    status: str = Entry.Status.RUNNING
-    error: str = ""
-    credential: Credential | None = None
+class Run(RunState):
+    """A run as it streams (what is saved of it: outcome.RunState)."""
+
     answer: AnswerStream = field(init=False)
-    first_byte_ms: int | None = None
-    first_text_ms: int | None = None
     stop_requested: bool = False
     finishing: bool = False
     sent: dict[str, Any] = field(init=False)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
     models: dict = field(default_factory=dict)  # the catalogue, for model names
-    snapshot: Any = None  # the latest merged snapshot
     _extracted: Any = None
     _shown: Any = None  # the snapshot the last update showed (a progress save also extracts)
     _flush: asyncio.TimerHandle | None = None
@@ -114,13 +105,12 @@ class Run:
     _saving: asyncio.Future | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _syncs: list[str] = field(default_factory=list)
-    _searched: tuple[Credential, dict] | None = None  # recorded at the end (asking.finish_run)
+    _searched: tuple[Credential, dict] | None = None  # recorded at the end (outcome.finish_run)
     _catalogue_due: bool = False
     client: Any = None  # the upstream client while the answer streams (to answer a question)
     rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
-    drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
 
     @property
     def asked(self) -> str:
@@ -383,7 +373,7 @@ class Run:
         # can wait a little. When many answers end together, a few at a time save theirs, so
         # that work never crowds out the streams still arriving and the other answers' last words.
         async with finishing_slots():
-            self._catalogue_due = await database_sync_to_async(asking.finish_run)(self, self._searched)
+            self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
             await self.update(final=True)
 
     def save_progress(self) -> None:
@@ -393,7 +383,7 @@ class Run:
         if self._saving is not None and not self._saving.done():
             return
         self._refresh_result()
-        self._saving = asyncio.ensure_future(database_sync_to_async(asking.save_run)(self, False))
+        self._saving = asyncio.ensure_future(database_sync_to_async(outcome.save_run)(self, False))
         self._saving.add_done_callback(self._saved)
 
     def _saved(self, task: asyncio.Future) -> None:
@@ -414,7 +404,7 @@ def launch(
     run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
     if rejoin:
         run.rejoin = entry.backend_uuid
-        run.result = asking.saved_result(entry)  # kept if Perplexity no longer has the run
+        run.result = outcome.saved_result(entry)  # kept if Perplexity no longer has the run
         run.answer.resync = True  # the page shows the saved part: the first update sends it all
     RUNS[entry.pk] = run
     liveness.keep_watch(RUNS, rejoin_lost)  # its row is swept if the run dies without saving its end

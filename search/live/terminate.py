@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from accounts.services import Credential, make_client
 
 if TYPE_CHECKING:
-    from search.live.runner import Run
+    from search.live.outcome import RunState
 
 log = logging.getLogger(__name__)
 TIMEOUT = 5.0  # seconds for the whole call
 _sending: set[asyncio.Task] = set()  # a task nobody holds may be collected before it ends
 
 
-def after_stop(run: Run) -> asyncio.Task | None:
+def after_stop(run: RunState) -> asyncio.Task | None:
     """Send terminate for a run just stopped, when Perplexity has named it (its first event)."""
     result, credential = run.result, run.credential
     if result is None or not result.backend_uuid or credential is None or credential.kind == "api_key":

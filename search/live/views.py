@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -14,14 +13,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.fields import DecryptionError
 from accounts.services.credentials import NoCredential, credentials_for_many
-from search import attachments, images
+from search import attachments
 from search.attachments import upload as attachment_upload
 from search.attachments import views as attachment_views
-from search.display import answer_markdown, entry_context
+from search.display import entry_context
 from search.forms import SearchForm
 from search.library import carry
 from search.live import asking, liveness, runner
-from search.models import Entry, LibraryThread, Thread
+from search.models import Entry, LibraryThread, Thread, entry_for, thread_for
 
 RECENT = 8  # conversations listed under the box on the search page
 
@@ -60,7 +59,7 @@ def home(request: HttpRequest) -> HttpResponse:
     again = request.GET.get("again", "")
     if again.isdigit() and len(again) < 19:
         # "Edit and ask again": an earlier question with its options, to change before asking
-        entry = asking.entry_for(request.user, int(again))
+        entry = entry_for(request.user, int(again))
         try:  # its files come along as fresh copies, to keep or remove before asking
             attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
         except attachments.Refused as exc:
@@ -78,7 +77,7 @@ def home(request: HttpRequest) -> HttpResponse:
     carried = request.GET.get("carry", "")
     if carried.isdigit() and len(carried) < 19:
         # a follow-up Perplexity refused (search/library/carry.py): the earlier turn in a new question
-        entry = asking.entry_for(request.user, int(carried))
+        entry = entry_for(request.user, int(carried))
         question = carry.question_with_context(entry)
         return render(
             request, "search/home.html", {"form": _form(request.user, question, options=entry.options)}
@@ -196,7 +195,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
 
     def copies():
-        entry = asking.entry_for(user, pk)
+        entry = entry_for(user, pk)
         return entry, attachments.copies_for(user, entry)
 
     def start(entry, files):
@@ -220,7 +219,7 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def thread(request: HttpRequest, pk: int) -> HttpResponse:
     """A conversation, every turn from the database; live over the socket while one runs."""
-    thread = asking.thread_for(request.user, pk)
+    thread = thread_for(request.user, pk)
     context = _thread_context(request.user, thread)
     context["form"] = _form(request.user, thread=thread)
     context["upstream"] = LibraryThread.objects.filter(thread=thread).first()  # imported from Perplexity
@@ -231,60 +230,13 @@ def thread(request: HttpRequest, pk: int) -> HttpResponse:
 async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     try:
-        entry = await database_sync_to_async(asking.entry_for)(user, pk)
+        entry = await database_sync_to_async(entry_for)(user, pk)
     except Http404:
         raise
     if entry.running:
         await runner.stop(entry.pk)
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
-
-
-CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
-
-
-@require_GET
-def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
-    """One answer as Markdown, for "Copy": the Markdown export's format (citations as footnotes,
-    the sources listed under it); `?citations=0`: the text alone, without them."""
-    entry = asking.entry_for(request.user, pk)
-    if request.GET.get("citations") == "0":
-        count = len(entry.sources)
-        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
-    else:
-        text = answer_markdown(entry)
-    return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
-
-
-@require_GET
-def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
-    """A Deep Research report's Markdown, as a file."""
-    entry = asking.entry_for(request.user, pk)
-    if not entry.report:
-        raise Http404("This answer has no report.")
-    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
-    return response
-
-
-@require_GET
-def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
-    """A generated image pplxweb kept, to the person whose answer it is in."""
-    entry = asking.entry_for(request.user, pk)
-    record = next((r for r in entry.images if isinstance(r, dict) and r.get("n") == n), None)
-    path = images.path_of(entry.pk, record) if record else None
-    if path is None and entry.running:
-        # a running answer's records are saved at its end, but the live page shows each image
-        # as soon as its file is complete (a download writes elsewhere, then renames)
-        path = next(
-            (p for kind in images.TYPES if (p := images.path_of(entry.pk, {"file": f"{n}.{kind}"}))), None
-        )
-    if path is None:
-        raise Http404("No such image.")
-    response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])
-    response["Content-Disposition"] = f'inline; filename="pplxweb-{entry.pk}-{n}{path.suffix}"'
-    response["Cache-Control"] = "private, max-age=31536000, immutable"  # a kept image never changes
-    return response
 
 
 @login_not_required

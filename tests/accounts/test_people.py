@@ -91,7 +91,7 @@ def test_owner_from_environment(django_user_model):
 
 
 def test_serve_prepare_prints_a_setup_code_only_without_users(django_user_model):
-    from accounts.management.commands.serve import Command
+    from pplxweb.management.commands.serve import Command
 
     lines = "\n".join(Command().prepare())
     assert "setup code:" in lines
@@ -195,7 +195,7 @@ def test_serve_keeps_temporary_files_in_the_data_dir(settings, monkeypatch):
     import tempfile
     import time
 
-    from accounts.management.commands.serve import use_temp_dir
+    from pplxweb.management.commands.serve import use_temp_dir
 
     monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)  # put back after the test
     stale, fresh = settings.TEMP_DIR / "stale-upload", settings.TEMP_DIR / "fresh-upload"

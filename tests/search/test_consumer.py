@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
-from search.live import asking, runner
+from search.live import outcome, runner
 from search.models import Entry, Thread
 from tests.conftest import session_cookie_for
 from tests.search.conftest import Paced, answer_stream, serve, words
@@ -508,10 +508,10 @@ async def test_two_answers_asked_together_in_a_crowd_do_not_update_together(
 def progress_saves(monkeypatch, before_progress) -> list[bool]:
     """Runs save progress every 50 ms, calling `before_progress` on the database thread before
     each progress save; returns the list of saves made (True for the final one)."""
-    from search.live import asking, runner
+    from search.live import runner
 
     saves: list[bool] = []
-    save_run = asking.save_run
+    save_run = outcome.save_run
 
     def save(run, final):
         saves.append(final)
@@ -519,7 +519,7 @@ def progress_saves(monkeypatch, before_progress) -> list[bool]:
             before_progress()
         save_run(run, final)
 
-    monkeypatch.setattr(asking, "save_run", save)
+    monkeypatch.setattr(outcome, "save_run", save)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.05)
     return saves
 
@@ -574,7 +574,7 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     monkeypatch.setattr(
         runner, "update_every", lambda running=None: 30.0
     )  # only the first words, then the end
-    monkeypatch.setattr(asking, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "busy end"}))
@@ -601,7 +601,7 @@ async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them
 
     monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
-    monkeypatch.setattr(asking, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "saved as it went"}))
@@ -661,7 +661,7 @@ async def test_a_failed_record_of_the_search_keeps_the_saved_answer(
     def broken(*args):
         raise RuntimeError("accounts table locked")
 
-    monkeypatch.setattr(asking, "record_search", broken)
+    monkeypatch.setattr(outcome, "record_search", broken)
     serve(upstream, Paced(answer_stream(words(5))))
     await ask(owner, {"q": "bookkeeping fails"}, "status-completed")
     entry = await Entry.objects.aget()

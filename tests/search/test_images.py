@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from pplxweb.perplexity.extract import Image
 from search import images
 from search.history import export, imports
+from search.live import outcome
 from search.models import Entry
 from tests.fake_perplexity.app import png
 from tests.search.conftest import BASE, Paced, answer_stream, serve
@@ -232,14 +233,13 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
 @pytest.mark.django_db
 def test_images_kept_for_an_entry_deleted_while_it_ran_go_at_its_final_save(owner):
     from pplxweb.perplexity.request import AskRequest
-    from search.live import asking
     from search.live.runner import Run
 
     images.folder(424242).mkdir(parents=True)
     (images.folder(424242) / "0.png").write_bytes(PNG)
-    asking.save_run(Run(424242, owner, AskRequest("q")), final=False)
+    outcome.save_run(Run(424242, owner, AskRequest("q")), final=False)
     assert images.folder(424242).exists()  # a progress save leaves them (the final one decides)
-    asking.save_run(Run(424242, owner, AskRequest("q")), final=True)
+    outcome.save_run(Run(424242, owner, AskRequest("q")), final=True)
     assert not images.folder(424242).exists()
 
 

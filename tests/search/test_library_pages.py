@@ -14,8 +14,7 @@ from accounts.models import PerplexityAccount
 from pplxweb.asgi import application
 from search.forms import MAX_QUESTION
 from search.library import carry, jobs
-from search.live.asking import RUNNER
-from search.models import Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
+from search.models import RUNNER, Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
 from tests.conftest import session_cookie_for
 
 ORIGIN = (b"origin", b"http://localhost")

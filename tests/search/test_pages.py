@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from datetime import timedelta
 
 import pytest
@@ -93,10 +94,10 @@ async def test_a_server_shutdown_saves_the_partial_answer_as_interrupted(owner, 
 def _stale_entries(owner):
     thread = Thread.objects.create(user=owner, title="t")
     dead = Entry.objects.create(
-        thread=thread, question="dead", runner=f"{asking.socket.gethostname()}:999999", answer="partial"
+        thread=thread, question="dead", runner=f"{socket.gethostname()}:999999", answer="partial"
     )
     elsewhere = Entry.objects.create(thread=thread, question="other host", runner="otherhost:1")
-    alive = Entry.objects.create(thread=thread, question="alive", runner=asking.RUNNER)
+    alive = Entry.objects.create(thread=thread, question="alive", runner=liveness.RUNNER)
     return dead, elsewhere, alive
 
 

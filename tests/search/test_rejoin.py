@@ -5,17 +5,18 @@ its partial answer kept."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 from asgiref.sync import sync_to_async
 
-from search.live import asking, liveness, runner
+from search.live import liveness, runner
 from search.models import Entry, Thread
 from tests.perplexity.test_client import whole
 from tests.search.conftest import SSE, answer_stream, sse
 
 pytestmark = pytest.mark.django_db(transaction=True)
-DEAD = f"{asking.socket.gethostname()}:999999"  # a process of this machine that is gone
+DEAD = f"{socket.gethostname()}:999999"  # a process of this machine that is gone
 
 
 @sync_to_async
@@ -40,7 +41,7 @@ async def test_a_lost_run_is_claimed_and_rejoined_to_its_end(owner, alinked, ups
     entry = await lost_entry(owner)
     swept, claimed = await sync_to_async(liveness.beat_and_sweep)(set())
     assert swept == 0 and [e.pk for e, _ in claimed] == [entry.pk]
-    assert (await Entry.objects.aget(pk=entry.pk)).runner == asking.RUNNER  # claimed by this process
+    assert (await Entry.objects.aget(pk=entry.pk)).runner == liveness.RUNNER  # claimed by this process
     for lost, request in claimed:
         runner.rejoin_lost(lost, request)
     done = await wait_done(entry.pk)

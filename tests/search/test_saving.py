@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from search.live import asking, liveness, runner
+from search.live import liveness, outcome, runner
 from search.models import Entry, Thread
 from search.saving import NOT_SAVED, clean, deep, fitted
 from tests.search.conftest import Paced, answer_stream, serve
@@ -61,7 +62,7 @@ async def test_a_final_save_that_fails_saves_the_entry_failed_with_what_it_can(
         if final:
             raise RuntimeError("the database refused the row")  # e.g. PostgreSQL's DataError
 
-    monkeypatch.setattr(asking, "save_run", broken_save)
+    monkeypatch.setattr(outcome, "save_run", broken_save)
     serve(upstream, Paced(answer_stream(["Kept ", "words"])))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "unsavable"}))
@@ -83,7 +84,7 @@ async def test_a_run_that_dies_without_saving_is_swept_within_the_watchers_tick(
     def dead(run, searched):
         raise RuntimeError("the end could not be saved at all")
 
-    monkeypatch.setattr(asking, "finish_run", dead)
+    monkeypatch.setattr(outcome, "finish_run", dead)
     serve(upstream, Paced(answer_stream(["lost"])))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "dies"}))
@@ -107,9 +108,9 @@ def _rows(owner):
         return entry.pk
 
     return {
-        "ours, no run": row("ours", asking.RUNNER, long_ago),
-        "ours, live run": row("live", asking.RUNNER, long_ago),
-        "this machine, process alive, silent": row("silent", f"{asking.socket.gethostname()}:1", long_ago),
+        "ours, no run": row("ours", liveness.RUNNER, long_ago),
+        "ours, live run": row("live", liveness.RUNNER, long_ago),
+        "this machine, process alive, silent": row("silent", f"{socket.gethostname()}:1", long_ago),
         "elsewhere, silent": row("far", "otherhost:1", long_ago),
         "elsewhere, beating": row("beating", "otherhost:2", timezone.now()),
     }

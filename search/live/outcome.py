@@ -1,0 +1,144 @@
+"""A run's state as it is saved: its progress every few seconds, its outcome at the end.
+
+`RunState` is what the database learns of a run (the runner's `Run` adds the streaming); the
+runner calls these functions on the database thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from accounts.services import Credential, record_search
+from accounts.services.catalogue import stale as catalogue_stale
+from pplxweb.perplexity.extract import Result, Source, Step
+from pplxweb.perplexity.request import AskRequest
+from pplxweb.perplexity.sources import file_hits
+from search import attachments, images
+from search.models import Entry, Thread
+from search.render import scrub
+from search.saving import NOT_SAVED, fitted, save_outcome_failed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunState:
+    entry_id: int
+    user: Any
+    request: AskRequest
+    thread_id: int = 0
+    started: float = field(default_factory=time.monotonic)
+    result: Result | None = None
+    status: str = Entry.Status.RUNNING
+    error: str = ""
+    credential: Credential | None = None
+    first_byte_ms: int | None = None
+    first_text_ms: int | None = None
+    snapshot: Any = None  # the latest merged snapshot
+    drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
+    downloads: Any = field(init=False, default=None)  # images.Downloads, set by the runner
+
+
+def saved_result(entry: Entry) -> Result:
+    """What an entry saved of its run, as a running result (a rejoined run starts from it)."""
+    return Result(
+        status="running",
+        answer=entry.answer,
+        report=entry.report,
+        sources=[
+            Source(**{k: str(s.get(k) or "") for k in ("title", "url", "snippet", "date")})
+            for s in entry.sources
+        ],
+        steps=[Step(str(s.get("kind") or "step"), str(s.get("text") or "")) for s in entry.steps],
+        backend_uuid=entry.backend_uuid,
+        context_uuid=entry.context_uuid,
+    )
+
+
+def save_run(run: RunState, final: bool) -> None:
+    """Write a run's progress (every few seconds) or its outcome (`final`) to its entry."""
+    result = run.result or Result(status="running")
+    fields = {
+        "answer": scrub(result.answer),
+        "report": scrub(result.report),
+        "backend_uuid": result.backend_uuid[:200],  # as soon as they arrive (a restart reconnects)
+        "context_uuid": result.context_uuid[:200],
+        "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
+        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
+        "heartbeat": timezone.now(),
+        "first_byte_ms": run.first_byte_ms,
+        "first_text_ms": run.first_text_ms,
+        "images": [record for record in run.downloads.records() if not record.get("pending")],
+    }
+    if final:
+        fields.update(
+            status=run.status,
+            error=run.error,
+            related=[scrub(q) for q in result.related],
+            model=result.model,
+            downgraded=result.downgraded,
+            drift=run.drift,
+            credential=run.credential.kind if run.credential else "",
+            done_ms=int((time.monotonic() - run.started) * 1000),
+        )
+    entry = Entry.objects.filter(pk=run.entry_id)
+    # upstream text: no NUL, no lone surrogate, nothing longer than its column (search.saving)
+    updated = entry.update(**fitted(Entry, fields))
+    if final and updated and run.request.attachments and run.snapshot is not None:
+        attachments.mark_cited(run.entry_id, file_hits(run.snapshot))  # "your file" sources
+    if not updated and final:  # deleted while it ran: so go its images
+        images.remove([run.entry_id])
+        return
+    if final and (result.read_write_token or result.thread_url_slug):
+        thread = Thread.objects.filter(pk=run.thread_id)
+        ids = fitted(
+            Thread, {"read_write_token": result.read_write_token, "thread_url_slug": result.thread_url_slug}
+        )
+        if ids["read_write_token"]:
+            thread.filter(read_write_token="").update(read_write_token=ids["read_write_token"])
+        if ids["thread_url_slug"]:
+            thread.filter(thread_url_slug="").update(thread_url_slug=ids["thread_url_slug"])
+
+
+def finish_run(run: RunState, searched: tuple[Credential, dict] | None) -> bool:
+    """A run's end in one trip to the database thread (when many answers end together, each trip
+    waits in that thread's queue and costs the event loop a hand-over): the outcome saved, then
+    the search recorded against the credential it used (`searched`: with the cookies as
+    Perplexity left them; None when no answer came). Returns whether the model catalogue is due
+    for its daily refresh."""
+    try:
+        save_run(run, final=True)
+    except Exception:  # never a run stuck as running: failed, with what the database takes
+        log.exception("final save of entry %s failed", run.entry_id)
+        run.status, run.error = Entry.Status.FAILED, NOT_SAVED
+        save_outcome_failed(Entry, run.entry_id, salvage(run))
+        return False
+    if searched is None:
+        return False
+    credential, cookies = searched
+    try:
+        record_search(run.user, credential, cookies)
+    except Exception:  # the answer is saved; the bookkeeping never undoes that
+        log.exception("recording the search of entry %s failed", run.entry_id)
+        return False
+    return credential.kind != "api_key" and run.status == Entry.Status.COMPLETED and catalogue_stale()
+
+
+def salvage(run: RunState) -> dict[str, Any]:
+    """What a run that could not be saved whole may still keep (cleaned when saved)."""
+    result = run.result
+    if result is None:
+        return {"heartbeat": timezone.now()}
+    return {
+        "answer": result.answer,
+        "sources": [s.as_dict() for s in result.sources],
+        "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
+        "related": list(result.related),
+        "heartbeat": timezone.now(),
+        "done_ms": int((time.monotonic() - run.started) * 1000),
+    }
