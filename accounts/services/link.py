@@ -29,6 +29,7 @@ from accounts import ratelimit
 from accounts.models import LinkAttempt, PerplexityAccount
 from accounts.services.catalogue import refresh_catalogue, stale
 from pplxweb.perplexity import cookies as jar
+from pplxweb.perplexity import signin
 from pplxweb.perplexity.client import PerplexityClient, SessionInfo
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.stream import Timeouts
@@ -115,7 +116,7 @@ def start_link(user, email: str) -> None:
             raise LinkError(f"A code was sent to {email} a moment ago. Ask for another {verdict.wait_text}.")
 
     async def send(client: PerplexityClient) -> None:
-        await client.start_sign_in(email)
+        await signin.start_sign_in(client, email)
 
     _, client = _run(send)
     state = json.dumps({"cookies": client.cookies, "csrf": client.csrf_token})
@@ -172,7 +173,7 @@ def verify_code(user, code: str) -> str:
     state = json.loads(attempt.state)
 
     async def check(client: PerplexityClient):
-        return await client.verify_code(attempt.email, code)
+        return await signin.verify_code(client, attempt.email, code)
 
     result, client = _run(check, cookies=state.get("cookies"), csrf=state.get("csrf", ""))
     if result.totp_challenge:
@@ -192,7 +193,7 @@ def verify_totp(user, code: str) -> str:
     state = json.loads(attempt.state)
 
     async def check(client: PerplexityClient) -> str:
-        return await client.verify_totp(state.get("challenge", ""), code)
+        return await signin.verify_totp(client, state.get("challenge", ""), code)
 
     token, client = _run(check, cookies=state.get("cookies"))
     _confirm(user, jar.with_session(client.cookies, token), "", attempt.email)

@@ -1,4 +1,4 @@
-"""Perplexity over HTTP: sign-in steps, session info, the model catalogue, and asking.
+"""Perplexity over HTTP: session info, the model catalogue, and asking (sign-in: signin.py).
 
 One PerplexityClient talks for one account. It keeps that account's cookies as a dict
 (`client.cookies`, saved by the caller between sign-in steps and after every search since the
@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import httpx
 
@@ -24,23 +24,18 @@ from pplxweb.perplexity.errors import (
     NetworkError,
     ProtocolError,
     RunGone,
-    SignInError,
 )
 from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
 from pplxweb.perplexity.responses import (
     ERROR_BODY_LIMIT,
     check_response,
-    is_json,
     json_body,
     looks_like_challenge,
     read_limited,
-    sign_in_check,
-    totp_challenge,
 )
 from pplxweb.perplexity.stream import AskStream, Timeouts
 from pplxweb.perplexity.transport import make_transport
 
-TOTP_VERIFY_PATHS = ("/api/auth/totp-challenge/verify", "/api/auth/totp/challenge-verify")
 CLARIFY_PATH = "/rest/sse/handle_perplexity_research_clarifying_answers"
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")  # a backend_uuid, as it goes into the rejoin's path
 RETRY_BEFORE_STATUS = (
@@ -57,14 +52,6 @@ class SessionInfo:
     email: str
     tier: str  # "pro", "max", "free", "enterprise" or "" when Perplexity does not say
     expires: str  # ISO 8601
-
-
-@dataclass(frozen=True)
-class CodeResult:
-    """After the e-mailed code: a session token, or an authenticator challenge to answer."""
-
-    token: str | None = None
-    totp_challenge: str | None = None
 
 
 class PerplexityClient:
@@ -156,89 +143,6 @@ class PerplexityClient:
         finally:
             await response.aclose()
         self.remember_cookies(response)
-        return response
-
-    # --- sign-in (protocol.md 1.1-1.2) ---------------------------------------------------------
-
-    async def start_sign_in(self, email: str) -> None:
-        """csrf, then signin-email: Perplexity e-mails a code. The csrf token stays in cookies."""
-        response = await self._call("GET", "/api/auth/csrf")
-        check_response(response)
-        csrf = json_body(response).get("csrfToken")
-        if not isinstance(csrf, str) or not csrf:
-            raise ProtocolError("Perplexity's sign-in page answered without a CSRF token.")
-        self.csrf_token = csrf
-        response = await self._call(
-            "POST",
-            "/api/auth/signin-email",
-            json={"email": email, "csrfToken": csrf},
-            headers={"Content-Type": "application/json"},
-        )
-        sign_in_check(response, "Perplexity did not send a code to that address")
-
-    async def verify_code(self, email: str, code: str) -> CodeResult:
-        """signin-otp: the token from the JSON, Set-Cookie (maybe chunked) or one redirect hop."""
-        csrf = self.csrf_token
-        response = await self._call(
-            "POST",
-            "/api/auth/signin-otp",
-            json={"email": email, "otp": code, "csrfToken": csrf},
-            headers={"Content-Type": "application/json"},
-        )
-        challenge = totp_challenge(response)
-        if challenge:
-            return CodeResult(totp_challenge=challenge)
-        if response.is_redirect:
-            response = await self._follow(response)
-        sign_in_check(response, "Perplexity did not accept that code")
-        token = json_body(response).get("token") if is_json(response) else None
-        token = token if isinstance(token, str) and token else jar.session_token(self.cookies)
-        if not token:
-            raise SignInError(
-                "Perplexity accepted the code but sent no session. Try again, or use the cookie fallback."
-            )
-        return CodeResult(token=token)
-
-    async def verify_totp(self, challenge: str, code: str) -> str:
-        """Answer the authenticator challenge; returns the session token."""
-        for path in TOTP_VERIFY_PATHS:  # clients differ on the path (protocol.md 8.6)
-            response = await self._call(
-                "POST",
-                f"{path}?version={API_VERSION}&source=default",
-                json={"token": challenge, "code": code},
-                headers={"Content-Type": "application/json"},
-            )
-            if response.status_code != 404:
-                break
-        if is_json(response) and response.status_code < 400:
-            body = json_body(response)
-            if body.get("error"):
-                raise SignInError("Perplexity did not accept that authenticator code. Type the current one.")
-            if isinstance(body.get("token"), str) and body["token"]:
-                return body["token"]
-            if isinstance(body.get("redirect"), str):
-                response = await self._call("GET", body["redirect"])
-        if response.is_redirect:
-            response = await self._follow(response)
-        sign_in_check(response, "Perplexity did not accept that authenticator code")
-        token = jar.session_token(self.cookies)
-        if not token:
-            raise SignInError("Perplexity accepted the authenticator code but sent no session.")
-        return token
-
-    async def _follow(self, response: httpx.Response, hops: int = 5) -> httpx.Response:
-        for _ in range(hops):
-            location = response.headers.get("location", "")
-            if not response.is_redirect or not location:
-                return response
-            if "error=" in location:
-                raise SignInError(
-                    "Perplexity did not accept that code, or it has expired. Ask for a new one."
-                )
-            target = urljoin(self.base_url + "/", location)
-            if urlsplit(target).netloc != urlsplit(self.base_url).netloc:
-                return response  # never carry the account's cookies to another host
-            response = await self._call("GET", target)
         return response
 
     # --- account -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from pplxweb.perplexity import cookies as jar
+from pplxweb.perplexity import signin
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import AuthError, ChallengeError, RateLimited, RequestRejected, SignInError
 from pplxweb.perplexity.extract import extract
@@ -44,8 +45,8 @@ async def ask(request: AskRequest, api_key: str = "", **kwargs):
 async def test_every_sign_in_delivery_gives_a_session_that_searches(delivery):
     fake.state["signin"] = {"delivery": delivery}
     async with client() as c:
-        await c.start_sign_in("someone@example.com")
-        result = await c.verify_code("someone@example.com", fake.CODE)
+        await signin.start_sign_in(c, "someone@example.com")
+        result = await signin.verify_code(c, "someone@example.com", fake.CODE)
         assert result.token == fake.TOKEN and not result.totp_challenge
         cookies = jar.with_session(c.cookies, result.token)  # what linking stores
     answer = await ask(AskRequest("capital of France?"), cookies=cookies)
@@ -61,17 +62,17 @@ async def test_every_sign_in_delivery_gives_a_session_that_searches(delivery):
 async def test_the_authenticator_step_in_both_deliveries(delivery):
     fake.state["signin"] = {"delivery": delivery}
     async with client() as c:
-        await c.start_sign_in("someone@example.com")
-        result = await c.verify_code("someone@example.com", fake.CODE)
+        await signin.start_sign_in(c, "someone@example.com")
+        result = await signin.verify_code(c, "someone@example.com", fake.CODE)
         assert result.totp_challenge == "FAKE-CHALLENGE" and not result.token
-        assert await c.verify_totp(result.totp_challenge, fake.TOTP_CODE) == fake.TOKEN
+        assert await signin.verify_totp(c, result.totp_challenge, fake.TOTP_CODE) == fake.TOKEN
 
 
 async def test_wrong_codes_and_a_missing_csrf_cookie_are_refused():
     async with client() as c:
-        await c.start_sign_in("someone@example.com")
+        await signin.start_sign_in(c, "someone@example.com")
         with pytest.raises(SignInError):
-            await c.verify_code("someone@example.com", "000000")
+            await signin.verify_code(c, "someone@example.com", "000000")
     async with client() as c:
         c.csrf_token = "f" * 64  # the token without the cookie it belongs to
         response = await c._call(

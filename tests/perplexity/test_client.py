@@ -9,6 +9,7 @@ import httpx
 import pytest
 import respx
 
+from pplxweb.perplexity import signin
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import (
     AuthError,
@@ -56,8 +57,8 @@ async def test_sign_in_with_the_token_in_json(mock):
     email = mock.post("/api/auth/signin-email").respond(json={"success": "Email sign in triggered"})
     otp = mock.post("/api/auth/signin-otp").respond(json={"token": TOKEN, "status": "success"})
     async with client() as c:
-        await c.start_sign_in("me@example.com")
-        result = await c.verify_code("me@example.com", " 9f3e2-knzol ".strip())
+        await signin.start_sign_in(c, "me@example.com")
+        result = await signin.verify_code(c, "me@example.com", " 9f3e2-knzol ".strip())
     assert result.token == TOKEN and result.totp_challenge is None
     sent = json.loads(email.calls.last.request.content)
     assert sent == {"email": "me@example.com", "csrfToken": "c" * 64}
@@ -79,8 +80,8 @@ async def test_sign_in_with_the_token_only_in_set_cookie(mock):
                  ("set-cookie", "pplx.visitor-id=v1; Path=/")],
     )  # fmt: skip
     async with client() as c:
-        await c.start_sign_in("me@example.com")
-        assert (await c.verify_code("me@example.com", "123456")).token == TOKEN
+        await signin.start_sign_in(c, "me@example.com")
+        assert (await signin.verify_code(c, "me@example.com", "123456")).token == TOKEN
         assert c.cookies["pplx.visitor-id"] == "v1"
 
 
@@ -93,8 +94,8 @@ async def test_sign_in_with_a_chunked_session_cookie(mock):
                  ("set-cookie", f"__Secure-next-auth.session-token.0={TOKEN[:30]}; Path=/")],
     )  # fmt: skip
     async with client() as c:
-        await c.start_sign_in("me@example.com")
-        assert (await c.verify_code("me@example.com", "123456")).token == TOKEN
+        await signin.start_sign_in(c, "me@example.com")
+        assert (await signin.verify_code(c, "me@example.com", "123456")).token == TOKEN
 
 
 async def test_sign_in_through_one_redirect_hop(mock):
@@ -106,8 +107,8 @@ async def test_sign_in_through_one_redirect_hop(mock):
         headers={"set-cookie": f"__Secure-next-auth.session-token={TOKEN}; Path=/"},
     )
     async with client() as c:
-        await c.start_sign_in("me@example.com")
-        assert (await c.verify_code("me@example.com", "123456")).token == TOKEN
+        await signin.start_sign_in(c, "me@example.com")
+        assert (await signin.verify_code(c, "me@example.com", "123456")).token == TOKEN
 
 
 async def test_sign_in_with_an_authenticator_challenge(mock):
@@ -128,10 +129,10 @@ async def test_sign_in_with_an_authenticator_challenge(mock):
     )
     mock.get("/").respond(200, text="home")
     async with client() as c:
-        await c.start_sign_in("me@example.com")
-        result = await c.verify_code("me@example.com", "123456")
+        await signin.start_sign_in(c, "me@example.com")
+        result = await signin.verify_code(c, "me@example.com", "123456")
         assert result.totp_challenge == "CHALLENGE1" and result.token is None
-        assert await c.verify_totp("CHALLENGE1", "654321") == TOKEN
+        assert await signin.verify_totp(c, "CHALLENGE1", "654321") == TOKEN
     assert json.loads(verify.calls.last.request.content) == {
         "token": "CHALLENGE1",
         "code": "654321",
@@ -142,7 +143,7 @@ async def test_wrong_authenticator_code(mock):
     mock.post("/api/auth/totp-challenge/verify").respond(json={"error": "invalid"})
     async with client() as c:
         with pytest.raises(SignInError, match="authenticator code"):
-            await c.verify_totp("CH", "000000")
+            await signin.verify_totp(c, "CH", "000000")
 
 
 @pytest.mark.parametrize(
@@ -172,7 +173,7 @@ async def test_code_step_failures_say_what_happened(mock, response, error, needl
     mock.post("/api/auth/signin-otp").mock(return_value=response)
     async with client() as c:
         with pytest.raises(error, match=needle):
-            await c.verify_code("me@example.com", "123456")
+            await signin.verify_code(c, "me@example.com", "123456")
 
 
 async def test_challenge_at_the_first_step(mock):
@@ -181,7 +182,7 @@ async def test_challenge_at_the_first_step(mock):
     )
     async with client() as c:
         with pytest.raises(ChallengeError):
-            await c.start_sign_in("me@example.com")
+            await signin.start_sign_in(c, "me@example.com")
 
 
 async def test_unknown_email_is_refused_with_perplexitys_words(mock):
@@ -189,14 +190,14 @@ async def test_unknown_email_is_refused_with_perplexitys_words(mock):
     mock.post("/api/auth/signin-email").respond(400, json={"text": "No account for this email"})
     async with client() as c:
         with pytest.raises(SignInError, match="No account for this email"):
-            await c.start_sign_in("nobody@example.com")
+            await signin.start_sign_in(c, "nobody@example.com")
 
 
 async def test_network_down(mock):
     mock.get("/api/auth/csrf").mock(side_effect=httpx.ConnectError("refused"))
     async with client() as c:
         with pytest.raises(NetworkError, match="could not reach Perplexity"):
-            await c.start_sign_in("me@example.com")
+            await signin.start_sign_in(c, "me@example.com")
 
 
 async def test_session_info_signed_in_and_out(mock):
