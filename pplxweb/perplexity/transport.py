@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import ssl
 import warnings
 import weakref
@@ -95,13 +96,18 @@ class CurlTransport(httpx.AsyncBaseTransport):
         if self._session is None:
             from curl_cffi.requests import AsyncSession
 
+            # curl_cffi's browser settings leave out SSL_CERT_FILE (an own authority, such as the
+            # benchmark's for its fake Perplexity); httpx reads it itself
+            verify = os.environ.get("SSL_CERT_FILE") or True
             if not self.keep:
-                self._session = AsyncSession(impersonate=self.impersonate)
+                self._session = AsyncSession(impersonate=self.impersonate, verify=verify)
             else:
                 sessions = _kept.setdefault(asyncio.get_running_loop(), {})
                 key = (self.impersonate, self.keep)
                 if key not in sessions:
-                    sessions[key] = AsyncSession(impersonate=self.impersonate, max_clients=KEPT_TRANSFERS)
+                    sessions[key] = AsyncSession(
+                        impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify
+                    )
                 self._session = sessions[key]
         return self._session
 

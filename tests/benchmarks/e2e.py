@@ -1,45 +1,48 @@
 """Benchmark: what pplxweb adds over the network's own floor, against the fake Perplexity.
 
-    .venv/bin/python -m tests.benchmarks.e2e
+    .venv/bin/python -m tests.benchmarks.e2e [--plain] [--crowd N] [--one-core] [--fake-port P] [--json]
 
-One stream (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare httpx client, the
+The fake Perplexity is served over TLS (a self-signed certificate made at run time,
+tests/benchmarks/tls.py), so pplxweb talks to it as a real install talks to Perplexity: through
+its default transport, curl_cffi (`--plain`: httpx's own, PPLXWEB_IMPERSONATE=off). One stream
+(300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare client on the same transport, the
 floor, and (b) through pplxweb end to end (daphne subprocess, a websocket client timing each
-update). Then 50 people search at once on one server process, in BENCH_CROWDS rounds (3;
-the figures are pooled). Prints a table; not a test.
-Both sides use plain httpx on the same sockets (PPLXWEB_IMPERSONATE=off, and the bare client
-takes pplxweb's plain transport, pplxweb/perplexity/network.py), so the comparison is like for
-like; the fake sends event i at i * 20 ms after the request, so both timelines share one
-schedule. Its built stream carries the last chunk in the PENDING `final` event, as the captures do.
+update): one search at a time (ROUNDS of them), then a household's crowd asking at once
+(`--crowd N`, default 10; 50 is the old target), in CROWDS rounds, each against the floor of N
+bare clients at once. The fake sends event i at i * 20 ms after the request, so both timelines
+share one schedule. Prints a table (`--json`: one JSON object); not a test.
 
+`--one-core` pins the server to CPU 1 (os.sched_setaffinity), as on a small machine; with one
+CPU, or where the pinning is refused, it says so and measures anyway. Do not run the benchmark
+under `taskset`: it pins the server itself. `--fake-port P` serves the fake on P (if P is taken,
+it says so and takes a free one).
+
+Figures, for 1 and N at once (p50 / p95 in ms):
+- added latency per update: for every update that brings new text, from the fake starting that
+  stream to the update's arrival, over the same for the floor's arrival of that text (pplxweb's
+  start apart);
 - first update over the floor: the first answer text's arrival through pplxweb minus its arrival
   at the bare client, start included (socket message, database, upstream request);
-- pplxweb's start: from the question sent to the fake starting its stream, over the same for the
-  bare client (the fake records when each stream's schedule started, on the machine's monotonic
-  clock, which every process shares);
-- added latency per update: for every update that brings new text, from the fake starting that
-  stream to the update's arrival, over the same for the floor's arrival of that text. It is what
-  pplxweb adds to each part it relays, its start apart (the start is the figure above). At 50 it
-  is also split into each answer's first update, its middle ones and its last: the slow ones
-  gather in the first (the starts' burst) and the last (the ends' burst);
-- update over the floor, start cost included: the plain difference, for every such update;
-- every answer part: for each of the 300 parts, when the first update showing it arrived, over
-  the floor's arrival of it (a part waits for the next update: this includes the ~80 ms cadence);
-- upstream end -> shown completed: from the stream's last byte to the update marking it done.
-The final update (the whole answer rendered once more) brings no new text and is not counted
-as an update. Figures are for this machine with the fake, pplxweb and the clients on it.
+- server CPU seconds per answer (the server's user + system time over the searches, divided);
+- server RSS: idle (after start and a first search, with nothing running) and peak (VmHWM).
+The final update (the whole answer rendered once more) brings no new text and is not counted.
+Figures are for this machine with the fake, pplxweb and the clients on it: say the load
+(`uptime`) next to them.
 
-At 50 the floor is 50 bare clients asking at once (each part's median arrival over them): the
-fake and the clients share this machine, and at 50 they are late on their own. Their own delay
-over one bare client is printed first, then pplxweb's 50 over that floor.
+BENCH_PROFILE=FILE samples the server with py-spy during the crowd's first round (raw folded
+stacks; py-spy on PATH or beside this Python).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,22 +50,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.benchmarks import tls
+
 DATA = Path(tempfile.mkdtemp(prefix="pplxweb-e2e-bench-"))
+AUTHORITY, CERT, KEY = tls.make(DATA)
 os.environ.update(
     {
         "PPLXWEB_DATA_DIR": str(DATA),
         "DJANGO_SETTINGS_MODULE": "pplxweb.settings",
-        "PPLXWEB_IMPERSONATE": os.environ.get("PPLXWEB_IMPERSONATE", "off"),
+        "SSL_CERT_FILE": str(AUTHORITY),  # curl_cffi, httpx and urllib trust the fake's certificate
     }
 )
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.e2e.conftest import control, start, stop  # noqa: E402
+from tests.e2e.conftest import ROOT, control, free_port, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
-EVENTS, PACE, ROUNDS = 300, 0.02, 5
-CROWDS = int(os.environ.get("BENCH_CROWDS", 3))  # rounds of 50 at once
+EVENTS, PACE = 300, 0.02
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))  # single searches
+CROWDS = int(os.environ.get("BENCH_CROWDS", 3))  # rounds of the crowd
+SERVER_CPU = 1
 FLOORS = itertools.count()
 PART = re.compile(r"Part (\d+) ")
 
@@ -82,29 +90,26 @@ def percentile(values: list[float], p: float) -> float:
 
 @dataclass
 class Timeline:
-    """When each answer part first arrived (seconds from the request), and when the stream ended
-    (the floor: its last byte; through pplxweb: the update that marks the answer completed)."""
+    """When each answer part first arrived (seconds from the request)."""
 
     parts: dict[int, float] = field(default_factory=dict)
     updates: list[tuple[float, int]] = field(default_factory=list)  # (arrival, newest part it brought)
-    end: float = float("nan")
-    bytes: int = 0
     ok: bool = False
     name: str = ""  # how the fake's record of its stream is found
     asked: float = 0.0  # time.monotonic() when the question (or the bare request) was sent
     lead: float = float("nan")  # from `asked` to the fake starting the stream's schedule
 
 
-async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
-    """Arrival time of each answer part with a bare httpx client (with `ready`, every client
-    waits until all are set up, then all ask at once)."""
+async def floor(fake: str, impersonate: str, ready: asyncio.Barrier | None = None) -> Timeline:
+    """Arrival time of each answer part with a bare client on pplxweb's transport (with `ready`,
+    every client waits until all are set up, then all ask at once)."""
     import httpx
 
     from pplxweb.perplexity.transport import make_transport
     from tests.fake_perplexity.app import TOKEN
 
     seen = Timeline(name=f"floor {next(FLOORS)}")
-    async with httpx.AsyncClient(transport=make_transport("off"), timeout=30) as client:  # set up first
+    async with httpx.AsyncClient(transport=make_transport(impersonate), timeout=30) as client:
         headers = {"cookie": f"__Secure-next-auth.session-token={TOKEN}", "x-bench": seen.name}
         if ready is not None:
             await ready.wait()
@@ -115,17 +120,16 @@ async def floor(fake: str, ready: asyncio.Barrier | None = None) -> Timeline:
             async for chunk in response.aiter_text():
                 for match in PART.finditer(chunk):
                     seen.parts.setdefault(int(match.group(1)), time.monotonic() - started)
-        seen.end, seen.ok = time.monotonic() - started, True
+        seen.ok = True
     return seen
 
 
 async def through_pplxweb(
     server: str, cookie: str, question: str, ready: asyncio.Barrier | None = None
 ) -> Timeline:
-    """Each update that brings new answer text: its arrival and the newest part in it. (The final
-    update re-sends the whole answer, rendered; it brings nothing new and is timed as `end`.)
-    The socket is open before the question is sent, as a page's is; with `ready`, every client
-    waits until all sockets are open, then all ask at once."""
+    """Each update that brings new answer text: its arrival and the newest part in it. The socket
+    is open before the question is sent, as a page's is; with `ready`, every client waits until
+    all sockets are open, then all ask at once."""
     from websockets.asyncio.client import connect
 
     seen = Timeline(name=question)
@@ -142,12 +146,11 @@ async def through_pplxweb(
         while True:
             message = await asyncio.wait_for(ws.recv(), 60)
             now = time.monotonic() - started
-            seen.bytes += len(message.encode())
             newest = max((int(m.group(1)) for m in PART.finditer(message)), default=-1)
             if newest > max((part for _, part in seen.updates), default=-1):
                 seen.updates.append((now, newest))
             if "status-completed" in message:
-                seen.end, seen.ok = now, True
+                seen.ok = True
                 return seen
             if "status-failed" in message or 'class="errors"' in message:
                 if os.environ.get("BENCH_DEBUG"):
@@ -162,13 +165,7 @@ def typical(runs: list[Timeline]) -> Timeline:
     for part in runs[0].parts:
         relays = [r.parts[part] - r.lead for r in runs if part in r.parts]
         base.parts[part] = base.lead + percentile(relays, 0.5)
-    base.end = base.lead + percentile([r.end - r.lead for r in runs], 0.5)
     return base
-
-
-async def floors(fake: str, count: int) -> list[Timeline]:
-    ready = asyncio.Barrier(count)
-    return await asyncio.gather(*(floor(fake, ready) for _ in range(count)))
 
 
 def find_leads(fake: str, runs: list[Timeline]) -> None:
@@ -183,60 +180,16 @@ def find_leads(fake: str, runs: list[Timeline]) -> None:
         run.lead = started[run.name] - run.asked
 
 
-def first_over_floor(run: Timeline, base: Timeline) -> float:
-    arrival, part = run.updates[0]
-    return (arrival - base.parts[part]) * 1000
-
-
-def start_over_floor(run: Timeline, base: Timeline) -> float:
-    return (run.lead - base.lead) * 1000
-
-
-def added_latency(run: Timeline, base: Timeline) -> list[float]:
-    """Per update: from the fake starting the stream to the update's arrival, over the same for
-    the floor's arrival of that text (pplxweb's start before the stream is not in it)."""
-    return [((arrival - run.lead) - (base.parts[part] - base.lead)) * 1000 for arrival, part in run.updates]
-
-
-def raw_latency(run: Timeline, base: Timeline) -> list[float]:
-    """Per update: arrival over the floor's arrival of the same text, start cost included."""
-    return [(arrival - base.parts[part]) * 1000 for arrival, part in run.updates]
-
-
-def part_latency(run: Timeline, base: Timeline) -> list[float]:
-    """Per answer part (event): when the first update showing it arrived, over the floor's arrival
-    of it, start cost included. Parts wait for the next update, so this includes the cadence."""
-    out, updates = [], iter(run.updates)
-    arrival, newest = next(updates, (float("nan"), -1))
-    for part in sorted(base.parts):
-        while newest < part:
-            arrival, newest = next(updates, (float("nan"), 10**9))
-        out.append((arrival - base.parts[part]) * 1000)
-    return out
-
-
-def end_over_floor(run: Timeline, base: Timeline) -> float:
-    """From the upstream's last byte to the answer shown as completed (its start apart)."""
-    return ((run.end - run.lead) - (base.end - base.lead)) * 1000
-
-
 def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
-    """The latency lists for searches through pplxweb, each with its floor."""
-    out: dict[str, list[float]] = {
-        **{key: [] for key in ("firsts", "starts", "adds", "raws", "parts")},
-        **{key: [] for key in ("adds_first", "adds_middle", "adds_last")},
-    }
+    """Per search: its first update over the floor (start included); per update: its added
+    latency (from the fake starting the stream, over the floor's same; the start apart)."""
+    out: dict[str, list[float]] = {"firsts": [], "adds": []}
     for run, base in pairs:
-        out["firsts"].append(first_over_floor(run, base))
-        out["starts"].append(start_over_floor(run, base))
-        adds = added_latency(run, base)
-        out["adds"] += adds
-        if adds:  # where the slow ones are: an answer's first update, its middle, its last
-            out["adds_first"].append(adds[0])
-            out["adds_middle"] += adds[1:-1]
-            out["adds_last"].append(adds[-1])
-        out["raws"] += raw_latency(run, base)
-        out["parts"] += part_latency(run, base)
+        arrival, part = run.updates[0]
+        out["firsts"].append((arrival - base.parts[part]) * 1000)
+        out["adds"] += [
+            ((arrival - run.lead) - (base.parts[part] - base.lead)) * 1000 for arrival, part in run.updates
+        ]
     return out
 
 
@@ -245,39 +198,68 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peak_mb(pid: int) -> float:
-    line = next(
-        row for row in Path(f"/proc/{pid}/status").read_text().splitlines() if row.startswith("VmHWM")
-    )
+def memory_mb(pid: int, row: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of a process, in MB."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(row))
     return int(line.split()[1]) / 1024
 
 
+def serve(app: str, env: dict, log: Path, port: int = 0, tls: bool = False) -> tuple[subprocess.Popen, int]:
+    """daphne serving `app` on loopback (`tls`: over TLS with the benchmark's certificate)."""
+    port = port or free_port()
+    endpoint = f"ssl:{port}:privateKey={KEY}:certKey={CERT}:interface=127.0.0.1"
+    where = ["-e", endpoint] if tls else ["-b", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", *where, app],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    wait_for(proc, port, log)
+    return proc, port
+
+
+def fake_port(asked: int | None, notes: list[str]) -> int:
+    """The port asked for if it is free, else a free one (said in `notes`)."""
+    if not asked:
+        return free_port()
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", asked))
+        except OSError:
+            port = free_port()
+            notes.append(f"Port {asked} is taken, so the fake Perplexity serves on port {port} instead.")
+            return port
+    return asked
+
+
+def pin(pid: int, notes: list[str]) -> bool:
+    """The server on CPU SERVER_CPU alone; a sentence in `notes` when that cannot be done."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(cpus) < 2 or SERVER_CPU not in cpus:
+        notes.append(
+            f"--one-core: this machine lets the benchmark use {len(cpus) or 'an unknown number of'} CPU(s), "
+            f"so the server could not be given CPU {SERVER_CPU} of its own; measured unpinned."
+        )
+        return False
+    try:
+        os.sched_setaffinity(pid, {SERVER_CPU})
+    except OSError as exc:
+        notes.append(
+            f"--one-core: pinning the server to CPU {SERVER_CPU} was refused ({exc}); measured unpinned."
+        )
+        return False
+    return True
+
+
 def profile(pid: int) -> subprocess.Popen | None:
-    """With BENCH_PROFILE=FILE, py-spy samples the server during the 50 searches (raw folded
-    stacks in FILE; `py-spy` must be installed in the venv: 0.3.14 reads this Python, 0.4 did
-    not). BENCH_PROFILE_WINDOW=DELAY,SECONDS (whole seconds) samples only that part of them;
-    BENCH_PROFILE_ROUND=N the Nth round (0, the first, is everyone's first search)."""
+    """With BENCH_PROFILE=FILE, py-spy samples the server (raw folded stacks in FILE)."""
     out = os.environ.get("BENCH_PROFILE")
     if not out:
         return None
-    spy = Path(sys.executable).with_name("py-spy")
-    command = [
-        str(spy),
-        "record",
-        "--pid",
-        str(pid),
-        "--format",
-        "raw",
-        "--rate",
-        "500",
-        "-o",
-        out,
-        *os.environ.get("BENCH_PROFILE_ARGS", "").split(),
-    ]
-    if os.environ.get("BENCH_PROFILE_WINDOW"):  # "delay,seconds": only that part of the 50
-        delay, seconds = os.environ["BENCH_PROFILE_WINDOW"].split(",")
-        command = ["sh", "-c", f"sleep {delay}; exec {' '.join(command)} --duration {seconds}"]
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--native", "-o", out]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     return proc
@@ -309,25 +291,19 @@ def people(count: int) -> list[str]:
 
 @dataclass
 class Crowd:
-    """One round of 50 at once: each search with the floor at 50, and what it cost."""
-
     pairs: list[tuple[Timeline, Timeline]]
     errors: int
-    floor_firsts: list[float]
-    floor_parts: list[float]
-    floor_spread: list[float]
     cpu: float
-    wall: float
-    others: float
-
-    @property
-    def adds(self) -> list[float]:
-        return figures(self.pairs)["adds"]
 
 
-def crowd(fake: str, server: str, cookies: list[str], round_: int, fake_pid: int, server_pid: int) -> Crowd:
-    """The floor at 50 (50 bare clients at once; the fake and the clients share this machine),
-    then 50 people asking pplxweb at once."""
+def crowd(
+    fake: str, server: str, cookies: list[str], round_: int, impersonate: str, server_pid: int
+) -> Crowd:
+    """The floor for N (N bare clients at once), then N people asking pplxweb at once."""
+
+    async def floors():
+        ready = asyncio.Barrier(len(cookies))
+        return await asyncio.gather(*(floor(fake, impersonate, ready) for _ in cookies))
 
     async def everyone():
         ready = asyncio.Barrier(len(cookies))
@@ -336,142 +312,160 @@ def crowd(fake: str, server: str, cookies: list[str], round_: int, fake_pid: int
             return_exceptions=True,
         )
 
-    single = asyncio.run(floor(fake))
-    crowd_floor = asyncio.run(floors(fake, len(cookies)))
-    cpu_before, wall_before = cpu_seconds(server_pid), time.monotonic()
-    others_before = cpu_seconds(fake_pid) + cpu_seconds(os.getpid())
-    spy = profile(server_pid) if round_ == int(os.environ.get("BENCH_PROFILE_ROUND", 0)) else None
+    crowd_floor = asyncio.run(floors())
+    cpu_before = cpu_seconds(server_pid)
+    spy = profile(server_pid) if round_ == 0 else None
     results = asyncio.run(everyone())
     if spy is not None:
-        if not os.environ.get("BENCH_PROFILE_WINDOW"):
-            spy.send_signal(2)
+        spy.send_signal(2)
         spy.wait()
-    cpu, wall = cpu_seconds(server_pid) - cpu_before, time.monotonic() - wall_before
-    others = cpu_seconds(fake_pid) + cpu_seconds(os.getpid()) - others_before
+    cpu = cpu_seconds(server_pid) - cpu_before
     done = [r for r in results if not isinstance(r, BaseException) and r.ok]
     find_leads(fake, crowd_floor + done)
     base = typical(crowd_floor)
-    if os.environ.get("BENCH_DUMP"):
-        Path(f"{os.environ['BENCH_DUMP']}.{round_}").write_text(
-            json.dumps({"floor": [vars(r) for r in crowd_floor], "runs": [vars(r) for r in done]})
-        )
-    return Crowd(
-        pairs=[(r, base) for r in done],
-        errors=len(results) - len(done),
-        floor_firsts=[(r.parts[min(r.parts)] - single.parts[min(r.parts)]) * 1000 for r in crowd_floor],
-        floor_parts=[(r.parts[p] - single.parts[p]) * 1000 for r in crowd_floor for p in r.parts],
-        # how far one bare client's relay of a part strays from the 50's median: the machine's noise
-        floor_spread=[
-            ((r.parts[p] - r.lead) - (base.parts[p] - base.lead)) * 1000 for r in crowd_floor for p in r.parts
-        ],
-        cpu=cpu,
-        wall=wall,
-        others=others,
+    return Crowd(pairs=[(r, base) for r in done], errors=len(results) - len(done), cpu=cpu)
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.e2e", description=__doc__.split("\n\n")[0]
     )
+    parser.add_argument(
+        "--plain", action="store_true", help="httpx's own transport (PPLXWEB_IMPERSONATE=off)"
+    )
+    parser.add_argument(
+        "--crowd", type=int, default=10, metavar="N", help="people asking at once (default 10)"
+    )
+    parser.add_argument("--one-core", action="store_true", help=f"pin the server to CPU {SERVER_CPU}")
+    parser.add_argument("--fake-port", type=int, metavar="P", help="serve the fake Perplexity on this port")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = parser.parse_args(argv)
+    if args.crowd < 1:
+        parser.error("--crowd takes a number of people, at least 1")
+    return args
 
 
-def main() -> None:
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
-    cookies = people(51)
-    fake_proc, fake_port = start("tests.fake_perplexity.app:application", {**os.environ}, DATA / "fake.log")
-    fake = f"http://127.0.0.1:{fake_port}"
-    env = {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake}
-    server_proc, server_port = start("pplxweb.asgi:application", env, DATA / "server.log")
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    impersonate = "off" if args.plain else os.environ.get("PPLXWEB_IMPERSONATE", "chrome")
+    notes: list[str] = []
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, cwd=ROOT)
+    cookies = people(args.crowd + 1)
+    fake_proc, port = serve(
+        "tests.fake_perplexity.app:application",
+        {**os.environ},
+        DATA / "fake.log",
+        fake_port(args.fake_port, notes),
+        tls=True,
+    )
+    fake = f"https://127.0.0.1:{port}"
+    env = {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake, "PPLXWEB_IMPERSONATE": impersonate}
+    server_proc, server_port = serve("pplxweb.asgi:application", env, DATA / "server.log")
     server = f"http://127.0.0.1:{server_port}"
+    pinned = pin(server_proc.pid, notes) if args.one_core else False
     try:
         control(fake, ask={"answer": answer(), "pace": PACE})
-        pairs, cpus, ratios = [], [], []
-        from search.render import render_answer
-
-        html_size = len(render_answer("".join(answer())).encode())
-        # the server's first search loads templates and code: timed on its own line, then warm rounds
-        base = asyncio.run(floor(fake))
-        cold = first_over_floor(asyncio.run(through_pplxweb(server, cookies[0], "cold")), base)
+        # the server's first search loads templates and code: not counted
+        asyncio.run(through_pplxweb(server, cookies[0], "cold"))
+        time.sleep(1.5)  # the idle collection after the last answer (pplxweb/collector.py)
+        idle = memory_mb(server_proc.pid, "VmRSS")
+        pairs, cpus = [], []
         for round_ in range(ROUNDS):
-            base = asyncio.run(floor(fake))
+            base = asyncio.run(floor(fake, impersonate))
             cpu_before = cpu_seconds(server_proc.pid)
             run = asyncio.run(through_pplxweb(server, cookies[0], f"one {round_}"))
             cpus.append(cpu_seconds(server_proc.pid) - cpu_before)
-            assert run.ok, "the single search did not complete"
+            if not run.ok:
+                raise SystemExit(f"the single search did not complete (server log: {DATA / 'server.log'})")
             pairs.append((run, base))
-            ratios.append(run.bytes / html_size)
         find_leads(fake, [timeline for pair in pairs for timeline in pair])
-        ends = [end_over_floor(run, base) for run, base in pairs]
-
         crowds = [
-            crowd(fake, server, cookies[1:], round_, fake_proc.pid, server_proc.pid)
-            for round_ in range(CROWDS)
+            crowd(fake, server, cookies[1:], round_, impersonate, server_proc.pid) for round_ in range(CROWDS)
         ]
-        many = figures([pair for c in crowds for pair in c.pairs])
-        errors = sum(c.errors for c in crowds)
-        one = figures(pairs)
+        one, many = figures(pairs), figures([pair for c in crowds for pair in c.pairs])
         import django  # noqa: F401 - set up in people()
 
         from search.models import Entry
 
         saved = Entry.objects.filter(question__startswith="crowd", status="completed").count()
-        per_round = ", ".join(f"{percentile(c.adds, 0.95):.1f}" for c in crowds)
-
-        def p50_95(values: list[float]) -> str:
-            return f"{percentile(values, 0.5):.1f} / {percentile(values, 0.95):.1f}"
-
-        rows = [
-            ("first search after the server started: first update over the floor (ms)", f"{cold:.1f}"),
-            (f"one search ({ROUNDS} warm rounds), p50 / p95 in ms:", ""),
-            ("  first update over the floor (start included)", p50_95(one["firsts"])),
-            ("  pplxweb's start: question sent -> Perplexity asked, over the floor's", p50_95(one["starts"])),
-            ("  added latency per update (its start apart)", p50_95(one["adds"])),
-            ("  update over the floor, start cost included", p50_95(one["raws"])),
-            ("  every answer part: shown over the floor, with start and cadence", p50_95(one["parts"])),
-            ("  upstream end -> shown completed", p50_95(ends)),
-            ("websocket bytes / final answer HTML bytes", f"{max(ratios):.2f}"),
-            ("server CPU seconds per search", f"{sum(cpus) / len(cpus):.3f}"),
-            ("server peak memory (MB)", f"{peak_mb(server_proc.pid):.0f}"),
-            (
-                f"50 bare clients at once (the floor at 50), over one bare client ({CROWDS} rounds), p50 / p95 in ms:",
-                "",
-            ),
-            ("  first answer part", p50_95([x for c in crowds for x in c.floor_firsts])),
-            ("  every answer part", p50_95([x for c in crowds for x in c.floor_parts])),
-            (
-                "  every answer part, from its stream's start, over the 50's median",
-                p50_95([x for c in crowds for x in c.floor_spread]),
-            ),
-            (
-                f"50 at once through pplxweb on one process ({CROWDS} rounds), over the floor at 50, p50 / p95 in ms:",
-                "",
-            ),
-            ("  first update over the floor (start included)", p50_95(many["firsts"])),
-            (
-                "  pplxweb's start: question sent -> Perplexity asked, over the floor's",
-                p50_95(many["starts"]),
-            ),
-            ("  added latency per update (its start apart)", p50_95(many["adds"])),
-            ("    the same, p95 of each round", per_round),
-            (
-                "    the same for each answer's first / middle / last updates (p50 / p95)",
-                "; ".join(p50_95(many[k]) for k in ("adds_first", "adds_middle", "adds_last")),
-            ),
-            ("  update over the floor, start cost included", p50_95(many["raws"])),
-            ("  every answer part: shown over the floor, with start and cadence", p50_95(many["parts"])),
-            (
-                "  server CPU seconds, all 50 / wall seconds (per round)",
-                f"{sum(c.cpu for c in crowds) / CROWDS:.1f} / {sum(c.wall for c in crowds) / CROWDS:.1f}",
-            ),
-            (
-                "  the fake's and the 50 clients' CPU seconds (same machine, per round)",
-                f"{sum(c.others for c in crowds) / CROWDS:.1f}",
-            ),
-            ("  errors", str(errors)),
-            ("  entries saved completed", f"{saved} / {50 * CROWDS}"),
-        ]
-        width = max(len(r[0]) for r in rows)
-        for name, value in rows:
-            print(f"{name:<{width}}  {value}")
+        result = {
+            "transport": "httpx (plain)" if impersonate == "off" else f"curl_cffi ({impersonate})",
+            "server pinned to one CPU": pinned,
+            "crowd": args.crowd,
+            "rounds": {"one": ROUNDS, "crowd": CROWDS},
+            "load": os.getloadavg()[0],
+            "one": {
+                "added latency per update p50": percentile(one["adds"], 0.5),
+                "added latency per update p95": percentile(one["adds"], 0.95),
+                "first update over the floor p50": percentile(one["firsts"], 0.5),
+                "first update over the floor p95": percentile(one["firsts"], 0.95),
+                "server CPU s per answer": sum(cpus) / len(cpus),
+            },
+            "crowd figures": {
+                "added latency per update p50": percentile(many["adds"], 0.5),
+                "added latency per update p95": percentile(many["adds"], 0.95),
+                "added latency per update p95 per round": [
+                    percentile(figures(c.pairs)["adds"], 0.95) for c in crowds
+                ],
+                "first update over the floor p50": percentile(many["firsts"], 0.5),
+                "first update over the floor p95": percentile(many["firsts"], 0.95),
+                "server CPU s per answer": sum(c.cpu for c in crowds) / (args.crowd * CROWDS),
+                "errors": sum(c.errors for c in crowds),
+                "saved completed": saved,
+                "asked": args.crowd * CROWDS,
+            },
+            "idle RSS MB": idle,
+            "peak RSS MB": memory_mb(server_proc.pid, "VmHWM"),
+            "notes": notes,
+        }
     finally:
         stop(server_proc)
         stop(fake_proc)
+    if args.json:
+        print(json.dumps(result))
+        return
+    report(result)
+
+
+def report(result: dict) -> None:
+    for note in result["notes"]:
+        print(note)
+    n, one, many = result["crowd"], result["one"], result["crowd figures"]
+
+    def both(figs: dict, name: str) -> str:
+        return f"{figs[f'{name} p50']:.1f} / {figs[f'{name} p95']:.1f}"
+
+    rows = [
+        (
+            "transport; server pinned to one CPU",
+            f"{result['transport']}; {'yes' if result['server pinned to one CPU'] else 'no'}",
+        ),
+        ("load average (1 min) at the end", f"{result['load']:.2f}"),
+        (f"one search ({result['rounds']['one']} rounds), p50 / p95 ms:", ""),
+        ("  added latency per update", both(one, "added latency per update")),
+        ("  first update over the floor (start included)", both(one, "first update over the floor")),
+        ("  server CPU s per answer", f"{one['server CPU s per answer']:.3f}"),
+        (
+            f"{n} at once ({result['rounds']['crowd']} rounds), over the floor of {n} bare clients, p50 / p95 ms:",
+            "",
+        ),
+        ("  added latency per update", both(many, "added latency per update")),
+        (
+            "    p95 of each round",
+            ", ".join(f"{x:.1f}" for x in many["added latency per update p95 per round"]),
+        ),
+        ("  first update over the floor (start included)", both(many, "first update over the floor")),
+        ("  server CPU s per answer", f"{many['server CPU s per answer']:.3f}"),
+        (
+            "  errors; entries saved completed",
+            f"{many['errors']}; {many['saved completed']} / {many['asked']}",
+        ),
+        ("server RSS MB: idle / peak", f"{result['idle RSS MB']:.0f} / {result['peak RSS MB']:.0f}"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """Benchmark: history with 100,000 entries for one person, in a scratch SQLite database.
 
-    .venv/bin/python -m tests.benchmarks.history [ENTRIES]
+    .venv/bin/python -m tests.benchmarks.history [ENTRIES] [--one-core]
 
 Prints p50/p95 server time of the history page, a full-text search and the suggestions
 (targets on SQLite: p95 under 100 ms each). Not a test: it only prints figures.
+
+`--one-core` measures on CPU 1 alone (os.sched_setaffinity), with a second process keeping that
+core half busy (10 ms of work, 10 ms of rest: a household's other searches). With one CPU, or
+where the pinning is refused, it says so and measures anyway. Do not run it under `taskset`.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,6 +152,29 @@ def timed(client, path: str, params_list: list[dict], must_contain: str = "") ->
     return statistics.median(samples), samples[int(len(samples) * 0.95) - 1]
 
 
+CPU = 1
+HALF_BUSY = "import time\nwhile True:\n    end = time.perf_counter() + 0.01\n    while time.perf_counter() < end: pass\n    time.sleep(0.01)\n"
+
+
+def one_core() -> subprocess.Popen | None:
+    """This process and a half-busy neighbour on CPU 1; None (and a sentence) when not possible."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(cpus) < 2 or CPU not in cpus:
+        print(
+            f"--one-core: {len(cpus) or 'an unknown number of'} CPU(s) here, none to pin to; measured unpinned."
+        )
+        return None
+    try:
+        os.sched_setaffinity(0, {CPU})
+    except OSError as exc:
+        print(f"--one-core: pinning to CPU {CPU} was refused ({exc}); measured unpinned.")
+        return None
+    busy = subprocess.Popen([sys.executable, "-c", HALF_BUSY])
+    os.sched_setaffinity(busy.pid, {CPU})
+    print(f"on CPU {CPU} alone, with a second process keeping it half busy")
+    return busy
+
+
 def main() -> None:
     import django
 
@@ -154,7 +182,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    args = [a for a in sys.argv[1:] if a != "--one-core"]
+    count = int(args[0]) if args else 100_000
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     started = time.perf_counter()
@@ -166,15 +195,20 @@ def main() -> None:
     pages = [{}] * 20 + [{"before_id": rng.randint(1000, count)} for _ in range(20)]
     searches = [{"q": " ".join(rng.sample(WORDS, rng.randint(1, 3)))} for _ in range(40)]
     suggestions = [{"q": " ".join(rng.sample(WORDS, 2))[: rng.randint(4, 12)]} for _ in range(40)]
-    timed(client, "/history/", [{}])  # warm up
-    print(f"{'request':>14} {'p50 ms':>8} {'p95 ms':>8}")
-    for name, path, params in (
-        ("history page", "/history/", pages),
-        ("full-text", "/history/", searches),
-        ("suggestions", "/history/suggest/", suggestions),
-    ):
-        p50, p95 = timed(client, path, params)
-        print(f"{name:>14} {p50:>8.1f} {p95:>8.1f}")
+    busy = one_core() if "--one-core" in sys.argv[1:] else None
+    try:
+        timed(client, "/history/", [{}])  # warm up
+        print(f"{'request':>14} {'p50 ms':>8} {'p95 ms':>8}   (load average {os.getloadavg()[0]:.2f})")
+        for name, path, params in (
+            ("history page", "/history/", pages),
+            ("full-text", "/history/", searches),
+            ("suggestions", "/history/suggest/", suggestions),
+        ):
+            p50, p95 = timed(client, path, params)
+            print(f"{name:>14} {p50:>8.1f} {p95:>8.1f}")
+    finally:
+        if busy is not None:
+            busy.kill()
 
 
 if __name__ == "__main__":
