@@ -16,11 +16,7 @@ import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
-import certifi
-import httpcore
 import httpx
-
-from pplxweb.perplexity import network
 
 # curl_cffi notes that it treats `__Secure-` cookies as secure; pplxweb keeps cookies itself.
 warnings.filterwarnings("ignore", message="`secure` changed to True", module="curl_cffi")
@@ -32,8 +28,9 @@ DROP_RESPONSE = {"content-encoding", "content-length", "transfer-encoding"}
 
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
-    """One TLS context for every plain client: building one loads the CA bundle (milliseconds)."""
-    return ssl.create_default_context(cafile=certifi.where())
+    """One TLS context for every plain client: building one loads the CA bundle (milliseconds).
+    httpx's own (certifi's authorities, or SSL_CERT_FILE's)."""
+    return httpx.create_ssl_context()
 
 
 # Kept curl sessions, one per (event loop, fingerprint, Perplexity account): a search reuses the
@@ -67,21 +64,10 @@ def make_transport(impersonate: str, keep: str = "") -> httpx.AsyncBaseTransport
 
 
 class PlainTransport(httpx.AsyncHTTPTransport):
-    """httpx's own HTTP/1.1 transport, its connections on network.Backend (asyncio's sockets
-    without anyio's per-read costs; see there). Requests, errors and respx work as with httpx's."""
+    """httpx's own HTTP/1.1 transport (its network layer, anyio's sockets), no retries."""
 
     def __init__(self) -> None:
         super().__init__(retries=0, verify=_tls_context())
-        # httpx takes no network backend, so its pool is replaced with one built the same way
-        # (its defaults: 100 connections, 20 kept for 5 s, HTTP/1.1) on ours.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=_tls_context(),
-            max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=5.0,
-            retries=0,
-            network_backend=network.Backend(),
-        )
 
 
 class CurlTransport(httpx.AsyncBaseTransport):
