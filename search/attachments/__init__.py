@@ -26,6 +26,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts import ratelimit
+from search.attachments import pdf_script
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
 from search.render import scrub
@@ -68,7 +69,6 @@ CLAIMS = {  # what a name's extension says it is
     **TEXT_NAMES,
 }  # fmt: skip
 ACCEPTED = "PDF, PNG, JPEG, WebP, GIF, Word (.docx), plain text, Markdown or CSV"
-PDF_SCRIPT = re.compile(rb"/(JavaScript|JS|Launch)\b")  # in its uncompressed dictionaries
 STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,8}")
 
 
@@ -148,8 +148,8 @@ def judge(path: Path, name: str) -> str:
         raise Refused(
             f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
         )
-    if kind == "pdf" and _pdf_has_script(path):
-        raise Refused(f"“{name}” is a PDF with JavaScript or a launch action; pplxweb does not keep those.")
+    if kind == "pdf" and (problem := pdf_script.problem(path)):
+        raise Refused(f"“{name}” {problem}")
     return kind
 
 
@@ -188,16 +188,6 @@ def _is_text(path: Path) -> bool:
             except UnicodeDecodeError:
                 decoder_ok = False
     return decoder_ok
-
-
-def _pdf_has_script(path: Path) -> bool:
-    tail = b""
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            if PDF_SCRIPT.search(tail + chunk):
-                return True
-            tail = chunk[-32:]
-    return False
 
 
 def store(uploaded) -> Attachment:
