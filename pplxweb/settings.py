@@ -151,14 +151,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 if ENV.get("REDIS_URL", "").strip():
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 times socket reads out after 5 s, exactly channels-redis's blocking pop:
-            # without a longer socket timeout idle receivers die with "Timeout reading".
-            "CONFIG": {
-                "hosts": [{"address": ENV["REDIS_URL"].strip(), "socket_timeout": 30}],
-                "capacity": 1500,
-                "expiry": 30,
-            },
+            # channels-redis's pub/sub layer with confirmed subscriptions, and every socket told
+            # when the connection to Redis is lost (pplxweb/redis_layer.py)
+            "BACKEND": "pplxweb.redis_layer.RedisChannelLayer",
+            # a publish that Redis does not answer in 5 s is dropped (and the connection redone)
+            "CONFIG": {"hosts": [{"address": ENV["REDIS_URL"].strip(), "socket_timeout": 5}]},
         }
     }
 else:

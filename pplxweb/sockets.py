@@ -4,6 +4,10 @@ A socket reads the person once, at connect. Whatever ends or changes a sign-in (
 password change, removal from the household, unlinking Perplexity) tells the person's sockets
 through the channel group `person-<id>`; each socket then checks its own session again (and
 every message it receives does too) and closes, saying why, when it no longer opens.
+
+And they follow the channel layer: when the server loses its connection to Redis, messages meant
+for a socket may be gone (pplxweb/redis_layer.py), so the socket says so and closes with code
+4012; the page reopens it (static/pplxweb.js) and gets its whole state again.
 """
 
 from __future__ import annotations
@@ -17,10 +21,16 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user, user_logged_out
 from django.dispatch import receiver
+from django.template.loader import render_to_string
 
 log = logging.getLogger(__name__)
 SIGNED_OUT = 4401  # websocket close codes: the page says to sign in again
 UNLINKED = 4403
+LAYER_LOST = 4012  # pplxweb.redis_layer.LOST_CODE: the page reopens the socket
+LAYER_LOST_TEXT = (
+    "The server lost its connection to Redis, which carries the live updates, so this page may "
+    "have missed some. Reconnecting…"
+)
 
 
 def group(user_id: int) -> str:
@@ -55,3 +65,23 @@ def still_signed_in(session_key: str | None, user_id: int) -> bool:
 def _signed_out(sender, request, user, **kwargs) -> None:
     if user is not None:
         tell(user.pk, ended=request.session.session_key)
+
+
+class FollowsLayer:
+    """For a websocket consumer: told by the channel layer that messages meant for it may have
+    been lost (`layer.lost`, pplxweb.redis_layer), the socket says so and closes with 4012. The
+    page reopens it and gets the whole state again; a socket refused at connect is left alone."""
+
+    opened = False
+
+    async def accept(self, *args, **kwargs) -> None:
+        await super().accept(*args, **kwargs)
+        self.opened = True
+
+    async def layer_lost(self, event: dict) -> None:
+        if not self.opened:
+            return
+        self.opened = False  # told once
+        html = render_to_string("search/reconnecting_fragment.html", {"message": LAYER_LOST_TEXT})
+        await self.send(text_data=html)
+        await self.close(code=LAYER_LOST)

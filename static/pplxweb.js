@@ -101,6 +101,38 @@ document.addEventListener("htmx:wsOpen", () => {
   }
 });
 
+// --- the live connection, lost and found again ---------------------------------------------------
+// A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
+// pplxweb/redis_layer.py; its sentence is in #live-notice). Reopen it, soon and then less often,
+// and rejoin the conversation's running answers: the server sends their whole state again.
+const LAYER_LOST = 4012;
+let reopenAfter = 1000;
+let settled = null;
+document.addEventListener("htmx:wsClose", (event) => {
+  clearTimeout(settled);
+  const closed = event.detail.event;
+  if (!closed || closed.code !== LAYER_LOST) return;
+  const elt = event.target;
+  const socket = event.detail.socketWrapper;
+  elt.dataset.reopened = "1";
+  setTimeout(() => { if (elt.isConnected) socket.reconnect(); }, reopenAfter);
+  reopenAfter = Math.min(reopenAfter * 2, 10000);
+});
+document.addEventListener("htmx:wsOpen", (event) => {
+  const elt = event.target;
+  if (!elt.dataset || !elt.dataset.reopened) return;
+  // a page that started its conversation here has the thread only in the form, not in the socket's URL
+  const thread = document.querySelector('#thread-link input[name="thread"]');
+  if (!(elt.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
+    event.detail.socketWrapper.send(JSON.stringify({ action: "watch", thread: thread.value }));
+  }
+  settled = setTimeout(() => { // still open: found again
+    delete elt.dataset.reopened;
+    reopenAfter = 1000;
+    document.getElementById("live-notice")?.replaceChildren();
+  }, 2000);
+});
+
 // What was sent from the box: it is emptied only once the server has accepted it (a refusal
 // leaves the text where it was, with the sentence beside it).
 let sent = null;

@@ -8,6 +8,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from pplxweb import sockets
 from search.library import display
 from search.library.runner import group
 
@@ -25,7 +26,7 @@ def _csrf(scope) -> str:
     return ""
 
 
-class LibraryConsumer(AsyncWebsocketConsumer):
+class LibraryConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

@@ -55,7 +55,7 @@ def _as_querydict(data: dict) -> QueryDict:
     return query
 
 
-class SearchConsumer(AsyncWebsocketConsumer):
+class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

@@ -1,0 +1,85 @@
+"""Redis stopped and started while an answer streams into an open page (pplxweb/redis_layer.py).
+
+pplxweb runs under daphne with REDIS_URL pointing at a Redis server of the test's own (the set-up's
+shared one cannot be stopped): the page says the live connection was lost, a socket opened while
+Redis is away gets the same sentence (not a failed handshake), and once Redis is back the page
+reopens its socket by itself, rejoins the answer and shows it completed, whole. Nothing stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from playwright.async_api import expect
+from websockets.asyncio.client import connect
+
+from search.models import Entry
+from tests.e2e.conftest import control, start, stop
+from tests.e2e.test_search_journey import linked_owner, sign_in
+from tests.e2e.test_two_processes import session_cookie
+from tests.redis_server import redis_server  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LOST_TEXT = "lost its connection to Redis"
+
+
+@pytest.fixture
+def redis_pplxweb(redis_server, fake_perplexity, tmp_path):  # noqa: F811
+    """pplxweb under daphne on the test database, with the test's own Redis."""
+    from django.conf import settings
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
+           "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity, "PPLXWEB_IMPERSONATE": "chrome",
+           "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "REDIS_URL": redis_server.url,
+           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    log = tmp_path / "server.log"
+    proc, port = start("pplxweb.asgi:application", env, log)
+    yield f"http://127.0.0.1:{port}", redis_server, log
+    stop(proc)
+
+
+async def test_redis_stopped_mid_answer_the_page_says_so_reopens_and_shows_the_whole_answer(
+    page, redis_pplxweb, fake_perplexity
+):
+    base, redis, log = redis_pplxweb
+    owner = await linked_owner()
+    control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(100)], "pace": 0.08}, requests=[])
+    await sign_in(page, base)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.fill("#id_q", "through an outage")
+    await page.keyboard.press("Enter")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=10000)
+
+    redis.stop()
+    notice = page.locator("#live-notice")
+    await expect(notice).to_contain_text(LOST_TEXT, timeout=5000)
+    # a socket opened while Redis is away: accepted, told, closed with 4012 (no failed handshake)
+    cookie = await session_cookie(owner)
+    async with connect(base.replace("http", "ws") + "/ws/search/", origin=base,
+                       additional_headers={"Cookie": cookie}) as ws:  # fmt: skip
+        assert LOST_TEXT in await asyncio.wait_for(ws.recv(), 10)
+        await asyncio.wait_for(ws.wait_closed(), 5)
+        assert ws.close_code == 4012
+    await asyncio.sleep(1.5)  # the page retries meanwhile
+    redis.start()
+
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=30000)  # rejoined
+    await expect(entry.locator(".answer")).to_contain_text("part99")
+    await expect(notice).to_be_empty(timeout=10000)  # found again
+    saved = await Entry.objects.aget()
+    assert saved.status == "completed" and "part99" in saved.answer
+    # and the page follows the next answer as usual
+    control(fake_perplexity, ask={"answer": ["second answer"], "pace": 0.01})
+    await page.fill("#id_q", "after the outage")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("article.entry").nth(1).locator(".status-completed")).to_be_visible(
+        timeout=15000
+    )
+    assert page.console_errors == [], page.console_errors
+    text = log.read_text()
+    assert "Traceback" not in text, text[-4000:]
+    assert "the connection to Redis is lost" in text and "the connection to Redis is back" in text
