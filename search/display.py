@@ -7,6 +7,7 @@ import re
 from django.template.loader import render_to_string
 
 from search.attachments import listed
+from search.model_names import model_name
 from search.models import Entry
 from search.render import render_answer, render_report, render_sources
 
@@ -20,12 +21,10 @@ def catalogue_models(data: dict | None = None) -> dict:
 
 
 def model_label(slug: str, models: dict | None = None) -> str:
-    """The catalogue's name for a model id ("gpt55" -> "GPT-5.5 (gpt55)"), else the id itself."""
+    """The catalogue's name for a model id ("gpt55" -> "GPT-5.5"), else a name made from the id."""
     if not slug:
         return ""
-    info = (catalogue_models() if models is None else models).get(slug)
-    label = info.get("label") if isinstance(info, dict) else ""
-    return f"{label} ({slug})" if label and label.lower() != slug.lower() else slug
+    return model_name(slug, catalogue_models() if models is None else models)
 
 
 CITATION = re.compile(r"\[(\d{1,3})\]")

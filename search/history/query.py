@@ -46,7 +46,7 @@ class Filters:
     after: date | None = None
     before: date | None = None
     status: str = ""
-    model: str = ""
+    models: tuple[str, ...] = ()  # model ids (those with one name go together)
     domain: str = ""
 
 
@@ -81,6 +81,11 @@ def entries_for(user) -> QuerySet[Entry]:
     return Entry.objects.filter(user=user)
 
 
+def models_used(user) -> list[str]:
+    """The model ids of the person's answers, each once."""
+    return [m for m in entries_for(user).order_by().values_list("model", flat=True).distinct() if m]
+
+
 def filtered(user, filters: Filters) -> QuerySet[Entry]:
     entries = entries_for(user)
     if filters.after:
@@ -89,8 +94,8 @@ def filtered(user, filters: Filters) -> QuerySet[Entry]:
         entries = entries.filter(created__date__lte=filters.before)
     if filters.status:
         entries = entries.filter(status=filters.status)
-    if filters.model:
-        entries = entries.filter(model=filters.model)
+    if filters.models:
+        entries = entries.filter(model__in=filters.models)
     if filters.domain:
         entries = entries.filter(sources__icontains=f"//{filters.domain}")
     return entries

@@ -17,7 +17,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from search import attachments, images
-from search.display import answer_markdown, catalogue_models
+from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
@@ -31,8 +31,32 @@ class HistoryFilterForm(forms.Form):
     after = forms.DateField(label="From", required=False, widget=forms.DateInput(attrs={"type": "date"}))
     before = forms.DateField(label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}))
     status = forms.ChoiceField(label="Status", required=False, choices=STATUS_CHOICES)
-    model = forms.CharField(label="Model", required=False, max_length=80)
+    model = forms.CharField(label="Model", required=False, max_length=80, widget=forms.Select)
     domain = forms.CharField(label="Source site", required=False, max_length=253)
+
+    def __init__(self, *args, used: list[str] = (), models: dict | None = None, **kwargs) -> None:
+        """`used`: the model ids of the person's answers; `models`: the catalogue's, for their names.
+        The model list shows each name once: ids with one name ("turbo", "pplx_pro": "Best") go together."""
+        super().__init__(*args, **kwargs)
+        self.same_name: dict[str, tuple[str, ...]] = {}
+        by_name: dict[str, list[str]] = {}
+        for slug in sorted(used):
+            by_name.setdefault(model_label(slug, models), []).append(slug)
+        for slugs in by_name.values():
+            for slug in slugs:
+                self.same_name[slug] = tuple(slugs)
+        self.fields["model"].widget.choices = [
+            ("", "Any model"),
+            *sorted(((slugs[0], name) for name, slugs in by_name.items()), key=lambda c: c[1].lower()),
+        ]
+
+    def clean_model(self) -> tuple[str, ...]:
+        model = (self.cleaned_data.get("model") or "").strip()
+        if not model:
+            return ()
+        if model not in self.same_name:
+            raise forms.ValidationError("No answer in your history is by that model.")
+        return self.same_name[model]
 
     def filters(self) -> Filters:
         data = self.cleaned_data
@@ -41,7 +65,7 @@ class HistoryFilterForm(forms.Form):
             after=data.get("after"),
             before=data.get("before"),
             status=data.get("status") or "",
-            model=(data.get("model") or "").strip(),
+            models=data.get("model") or (),
             domain=(data.get("domain") or "").strip().lower().removeprefix("www."),
         )
 
@@ -58,13 +82,14 @@ def _int(value, default: int, low: int, high: int) -> int:
 def history_page(request: HttpRequest) -> HttpResponse:
     for sentence in import_jobs.told(request.user):  # an import a server stop removed whole
         messages.warning(request, sentence)
-    form = HistoryFilterForm(request.GET or None)
+    models = catalogue_models()
+    form = HistoryFilterForm(request.GET or None, used=history.models_used(request.user), models=models)
     filters = Filters()
     if form.is_bound and form.is_valid():
         filters = form.filters()
     size = _int(request.GET.get("size"), history.PAGE, 1, history.MAX_PAGE)
     context = {"form": form, "filters": filters, "size": size, "rows": [], "results": [], "next_cursor": None,
-               "models": catalogue_models()}  # fmt: skip
+               "models": models}  # fmt: skip
     query = {k: v for k, v in request.GET.items() if k not in ("before_id", "page") and v}
     try:
         if filters.text.strip():

@@ -54,8 +54,6 @@ def ago(when) -> str:
 def model_name(slug: str, models: dict | None = None) -> str:
     """The catalogue's name of a model id ("gemini38flash" -> "Gemini 3.8 Flash"); `models`: the
     catalogue's models when the page has read them (else they are read)."""
-    from search.display import catalogue_models
+    from search.display import model_label
 
-    info = (catalogue_models() if models is None else models).get(slug) if slug else None
-    label = info.get("label") if isinstance(info, dict) else ""
-    return label or slug
+    return model_label(slug, models)

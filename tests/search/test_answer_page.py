@@ -188,3 +188,13 @@ def test_before_linking_the_home_page_says_so_and_a_search_writes_nothing(owner_
 def test_a_too_long_question_is_refused_with_a_sentence_not_cut(owner_client):
     page = owner_client.get(reverse("search:home")).content.decode()
     assert 'maxlength="8000"' not in page and 'data-max="8000"' in page
+
+
+@pytest.mark.parametrize(
+    ("slug", "name"), [("gemini38flash", "Gemini 3.8 Flash"), ("gpt52", "GPT-5.2"), ("turbo", "Best")]
+)
+def test_an_answer_names_its_model_never_its_id(owner_client, reported, slug, name):
+    reported.model = slug
+    reported.save()
+    page = owner_client.get(reverse("search:thread", args=[reported.thread_id])).content.decode()
+    assert f"Answered by {name}" in page and f"({slug})" not in page and f"by {slug}" not in page

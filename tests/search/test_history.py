@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import warnings
 import zipfile
 from datetime import timedelta
@@ -90,6 +91,30 @@ def test_filters_are_in_the_url(owner_client, owner):
         reverse("search:history"), {"model": "gpt55", "domain": "en.wikipedia.org"}
     ).content.decode()
     assert "kept" in page and "other model" not in page
+
+
+def test_the_model_filter_lists_the_models_answers_came_from_by_name_once_each(owner_client, owner, member):
+    make(owner, "best one", model="pplx_pro")
+    make(owner, "free one", model="turbo")  # also "Best": one entry in the list for both
+    make(owner, "new one", model="gemini38flash")  # in no catalogue: a name made from the id
+    make(owner, "gpt one", model="gpt52")
+    make(member, "not mine", model="claude48opusthinking")
+    page = owner_client.get(reverse("search:history")).content.decode()
+    select = page[
+        page.index('<select name="model"') : page.index("</select>", page.index('<select name="model"'))
+    ]
+    options = re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', select)
+    assert options == [("", "Any model"), ("pplx_pro", "Best"), ("gemini38flash", "Gemini 3.8 Flash"),
+                       ("gpt52", "GPT-5.2")]  # fmt: skip
+    # each row names its model, never its id
+    assert "· Gemini 3.8 Flash ·" in page and "· GPT-5.2 ·" in page and "gemini38flash ·" not in page
+    page = owner_client.get(reverse("search:history"), {"model": "pplx_pro"}).content.decode()
+    assert "best one" in page and "free one" in page and "new one" not in page
+    page = owner_client.get(reverse("search:history"), {"model": "turbo"}).content.decode()
+    assert "best one" in page and "free one" in page and "gpt one" not in page
+    # a model none of the person's answers came from: a sentence, nothing lost
+    page = owner_client.get(reverse("search:history"), {"model": "claude48opusthinking"}).content.decode()
+    assert "No answer in your history is by that model." in page and "not mine" not in page
 
 
 def test_full_text_search_over_questions_answers_and_sources_with_safe_highlights(owner_client, owner):
