@@ -109,8 +109,16 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
 async def test_keyboard_refusals_and_copy(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base, "keys")
-    await link(page, base)
+    # the model list is the same before linking (the shipped catalogue) and after (the fetched one),
+    # in Options and in Settings: names, and the models above the account's tier marked
     await page.goto(f"{base}/")
+    before = await page.locator("#id_model option").all_text_contents()
+    await link(page, base)
+    assert await page.locator("#id_model option").all_text_contents() == before  # Settings' defaults
+    await page.goto(f"{base}/")
+    assert await page.locator("#id_model option").all_text_contents() == before
+    assert len(before) > 10 and "Claude Sonnet 5" in before and "Claude Opus 4.8 · Max" in before
+    assert not [name for name in before if "_" in name or name != name.strip()]
     await page.wait_for_function("() => window.__wsOpen === true")
     # "/" focuses the box from anywhere
     await page.locator("h1").click()
