@@ -144,9 +144,7 @@ class DefaultsForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.tier = tier
         self.max_only = {c.slug for c in choices if c.tier == "max"}
-        self.fields["model"].choices = [
-            (c.slug, f"{c.label}{' · Max' if c.tier == 'max' else ''}") for c in choices
-        ]
+        self.fields["model"].choices = services.labelled(list(choices), tier)
 
     def clean_model(self) -> str:
         model = self.cleaned_data["model"]

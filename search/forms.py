@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from django import forms
 
 from accounts.forms import MODES, RECENCY, SOURCES
-from accounts.services import model_choices
+from accounts.services import labelled, model_choices
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
 from search.render import scrub
 
@@ -87,10 +87,11 @@ class SearchForm(forms.Form):
     )
     incognito = forms.BooleanField(label="Incognito", required=False)
 
-    def __init__(self, *args, catalogue: dict | None = None, **kwargs) -> None:
-        """`catalogue`: the model catalogue when the caller has read it already (else it is read)."""
+    def __init__(self, *args, catalogue: dict | None = None, tier: str = "", **kwargs) -> None:
+        """`catalogue`: the model catalogue when the caller has read it already (else it is read);
+        `tier`: the linked account's ("" unknown), for the list's "· Max" marks (as in Settings)."""
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [(c.slug, c.label) for c in model_choices(catalogue)]
+        self.fields["model"].choices = labelled(model_choices(catalogue), tier)
         # no maxlength: a browser would cut a long paste silently; the page counts, the form refuses
         self.fields["q"].widget.attrs.pop("maxlength", None)
         self.fields["q"].widget.attrs["data-max"] = str(MAX_QUESTION)

@@ -1,6 +1,6 @@
 """Use-cases of the accounts app, shared by views, consumers and commands."""
 
-from accounts.services.catalogue import ModelChoice, catalogue, model_choices, refresh_catalogue
+from accounts.services.catalogue import ModelChoice, catalogue, labelled, model_choices, refresh_catalogue
 from accounts.services.credentials import (
     Credential,
     NoCredential,
@@ -37,7 +37,7 @@ from accounts.services.people import (
 __all__ = [
     "Credential", "LinkError", "ModelChoice", "NoCredential", "SetupClosed", "add_member",
     "catalogue", "create_owner", "credentials_for", "credentials_for_many", "ensure_owner_from_env",
-    "household", "issue_setup_code", "keep_rotated_cookies", "link_with_cookies", "make_client",
+    "household", "issue_setup_code", "keep_rotated_cookies", "labelled", "link_with_cookies", "make_client",
     "model_choices", "needs_setup",
     "record_search", "refresh_catalogue", "remove_api_key", "remove_member", "set_api_key",
     "set_shared", "setup_code_matches", "start_link", "test_connection", "unlink",

@@ -101,6 +101,13 @@ def _model_choices(data: dict) -> list[ModelChoice]:
     return choices
 
 
+def labelled(choices: list[ModelChoice], tier: str = "") -> list[tuple[str, str]]:
+    """A model list's (id, name) pairs: a model above the account's tier marked "· Max" (every Max
+    model while the tier is unknown, as before linking), so the list is the same before and after."""
+    top = (tier or "").lower() in ("max", "enterprise")
+    return [(c.slug, c.label if top or c.tier != "max" else f"{c.label} · Max") for c in choices]
+
+
 async def refresh_catalogue(client) -> bool:
     """Fetch and store the catalogue with a linked client; False (logged) when it fails."""
     from asgiref.sync import sync_to_async

@@ -12,6 +12,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.fields import DecryptionError
+from accounts.models import PerplexityAccount
 from accounts.services.credentials import NoCredential, credentials_for_many
 from search import attachments
 from search.attachments import upload as attachment_upload
@@ -43,7 +44,8 @@ def _form(user, initial_q: str = "", thread: Thread | None = None, options: dict
             "language": saved.language,
             "incognito": saved.incognito,
         }
-    form = SearchForm(initial={"q": initial_q, "thread": thread.pk if thread else None, **initial})
+    tier = PerplexityAccount.objects.filter(user=user).values_list("tier", flat=True).first() or ""
+    form = SearchForm(initial={"q": initial_q, "thread": thread.pk if thread else None, **initial}, tier=tier)
     if thread is not None:  # a conversation opens at its latest answer, not scrolled to the box
         form.fields["q"].widget.attrs.pop("autofocus", None)
         form.fields["q"].widget.attrs["placeholder"] = "Ask a follow-up…"

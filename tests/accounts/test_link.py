@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts import services
-from accounts.models import LinkAttempt, PerplexityAccount
+from accounts.models import LinkAttempt, ModelCatalogue, PerplexityAccount
 
 pytestmark = pytest.mark.django_db
 
@@ -375,6 +376,33 @@ def test_search_defaults_refuse_a_max_model_on_a_pro_account(owner_client, owner
     data["model"] = "pplx_pro"
     assert owner_client.post(reverse("accounts:defaults"), data).status_code == 302
     assert owner.search_defaults.model == "pplx_pro" and owner.search_defaults.incognito
+
+
+def test_the_search_options_list_the_same_models_before_and_after_linking(owner_client, owner, upstream):
+    """Before linking, the shipped catalogue; after, the fetched one (the same snapshot here): one
+    list, Max models marked for a Pro account in Options as in Settings; none marked for Max."""
+    from tests.perplexity.streams import fixture
+
+    upstream.get("/rest/models/config").respond(
+        content=fixture("jacob-bd__scripts__reference_model_config.json"),
+        headers={"content-type": "application/json"},
+    )
+
+    def lists() -> tuple[list[str], list[str]]:
+        found = []
+        for name in ("search:home", "accounts:settings"):
+            page = owner_client.get(reverse(name)).content.decode()
+            select = page[page.index('<select name="model"') :]
+            found.append(re.findall(r"<option [^>]*>([^<]*)</option>", select[: select.index("</select>")]))
+        return found[0], found[1]
+
+    options, settings_list = lists()
+    assert options == settings_list and "Claude Opus 4.8 · Max" in options and "Claude Sonnet 5" in options
+    link(owner_client)
+    assert ModelCatalogue.objects.exists()  # fetched at linking
+    assert lists() == (options, options)
+    PerplexityAccount.objects.filter(user=owner).update(tier="max")
+    assert lists()[0] == [name.removesuffix(" · Max") for name in options]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -46,6 +46,7 @@ async def answer_top(entry) -> float:
     return top
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
 async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
@@ -87,10 +88,8 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     await shoot(page, "settings")
     assert await page.evaluate("window.scrollY") == 0
     control(fake_perplexity, ask={})
-    # One CSP report, "Applying inline style violates ... style-src 'self'", was seen once in a
-    # PostgreSQL + Redis run (both viewports) and never before; its source is not found yet (no
-    # template or script of pplxweb sets an inline style): see the session note. Every other error fails.
-    assert [e for e in page.console_errors if not e.startswith("Applying inline style violates")] == []
+    # no CSP report either: htmx's settle no longer copies `style` (templates/base.html)
+    assert page.console_errors == []
     # page weight: each page, cold (a fresh cache), under 100 KiB as transferred
     state = await page.context.storage_state()
     for path in ("/", thread_path, "/history/", "/settings/"):
@@ -109,8 +108,16 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
 async def test_keyboard_refusals_and_copy(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base, "keys")
-    await link(page, base)
+    # the model list is the same before linking (the shipped catalogue) and after (the fetched one),
+    # in Options and in Settings: names, and the models above the account's tier marked
     await page.goto(f"{base}/")
+    before = await page.locator("#id_model option").all_text_contents()
+    await link(page, base)
+    assert await page.locator("#id_model option").all_text_contents() == before  # Settings' defaults
+    await page.goto(f"{base}/")
+    assert await page.locator("#id_model option").all_text_contents() == before
+    assert len(before) > 10 and "Claude Sonnet 5" in before and "Claude Opus 4.8 · Max" in before
+    assert not [name for name in before if "_" in name or name != name.strip()]
     await page.wait_for_function("() => window.__wsOpen === true")
     # "/" focuses the box from anywhere
     await page.locator("h1").click()
@@ -129,6 +136,13 @@ async def test_keyboard_refusals_and_copy(page, pplxweb_server, fake_perplexity)
     await page.keyboard.press("Escape")
     assert not await page.locator("details.options").evaluate("d => d.open")
     await page.locator("#id_include_domains").evaluate("input => { input.value = ''; }")
+    # an element's style set from script (as a browser does when a textarea is resized) is not
+    # copied onto its replacement by htmx's settle: that copy breaks the page's CSP (style-src 'self')
+    await page.evaluate(
+        """() => new MutationObserver(() => document.querySelectorAll('[id^="entry-"]').forEach(e => {
+               if (!e.style.outline) e.style.outline = '0px solid transparent'; }))
+             .observe(document.body, {subtree: true, childList: true})"""
+    )
     # an accepted one empties the box; the end is announced
     control(fake_perplexity, ask={"pace": 0.02})
     await ask(page, "What is the capital of France?")

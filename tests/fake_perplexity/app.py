@@ -306,8 +306,11 @@ async def session(send, request: Request) -> None:
 
 
 async def models(send, request: Request) -> None:
-    await respond(send, 200, {"models": {"pplx_pro": {"label": "Best", "mode": "search"}, "gpt55": {"label": "GPT-5.5", "mode": "search"}},
-                              "config": [{"label": "GPT-5.5", "subscription_tier": "pro", "non_reasoning_model": "gpt55"}]})  # fmt: skip
+    """The v1 table (`/rest/models/config?config_schema=v1`): a real snapshot (jacob-bd, 2026-07;
+    pplxweb ships the same one for before the first fetch)."""
+    await respond(
+        send, 200, json.loads((FIXTURES / "jacob-bd__scripts__reference_model_config.json").read_text())
+    )
 
 
 async def models_v2(send, request: Request) -> None:
