@@ -12,8 +12,9 @@ django_asgi_app = get_asgi_application()
 # Imported after Django is set up: the routes import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
-from pplxweb import collector, twisted_forms  # noqa: E402
+from pplxweb import collector, slow_requests, twisted_forms  # noqa: E402
 from pplxweb.origin import SameOriginValidator  # noqa: E402
 from search.library import keeper  # noqa: E402
 from search.live import liveness, runner, warm  # noqa: E402
@@ -51,3 +52,5 @@ warm.up()  # the first search after a restart should be as quick as the next
 collector.configure()  # Python's garbage collector pauses every answer: rarely here (see there)
 
 twisted_forms.configure()  # daphne's Twisted must not hold a whole uploaded form in memory (see there)
+
+slow_requests.configure(settings.UPLOAD_READ_TIMEOUT)  # a stalled upload is given up (see there)

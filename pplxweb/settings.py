@@ -58,6 +58,8 @@ LIBRARY_KEEPER = True  # each server process starts and resumes library jobs (se
 # Perplexity's storage forms may point at (https only; Perplexity's own address always may)
 ATTACHMENT_MAX_MB = env_int(ENV, "PPLXWEB_ATTACHMENT_MAX_MB", 25, 1, 1024)
 ATTACHMENTS_PER_QUESTION = env_int(ENV, "PPLXWEB_ATTACHMENTS_PER_QUESTION", 10, 1, 50)
+# seconds in which a request's body must bring 64 KB (else 408), and an idle connection's life
+UPLOAD_READ_TIMEOUT = env_float(ENV, "PPLXWEB_UPLOAD_READ_TIMEOUT", 30.0, 0.5, 3600.0)
 UPLOAD_HOSTS = tuple(env_list(ENV, "PPLXWEB_UPLOAD_HOSTS") or ["ppl-ai-file-upload.s3.amazonaws.com"])
 PERPLEXITY_IMPERSONATE = env_choice(
     ENV, "PPLXWEB_IMPERSONATE", "chrome", ("chrome", "safari", "firefox", "edge", "off")

@@ -64,7 +64,9 @@
     request.addEventListener("load", () => {
       let reply = {};
       try { reply = JSON.parse(request.responseText); } catch { /* an error page */ }
-      if (request.status !== 200 || !reply.id) return fail(li, reply.error || `The upload failed (status ${request.status}).`);
+      // a sentence as plain text: the server gave up a stalled upload (408, pplxweb/slow_requests.py)
+      const said = (request.getResponseHeader("Content-Type") || "").startsWith("text/plain") ? request.responseText.trim() : "";
+      if (request.status !== 200 || !reply.id) return fail(li, reply.error || said || `The upload failed (status ${request.status}).`);
       li.classList.replace("uploading", "ready");
       li.dataset.id = reply.id;
       li.querySelector("progress")?.remove();

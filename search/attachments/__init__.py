@@ -288,7 +288,6 @@ def link(entry: Entry, attachments: list[Attachment]) -> None:
     if attachments:
         Attachment.objects.filter(pk__in=[a.pk for a in attachments], entry__isnull=True).update(entry=entry)
     entry.attachment_list = attachments
-    entry.attachment_urls = tuple(a.remote_url for a in attachments if a.remote_url)
 
 
 def listed(entry: Entry) -> list[dict]:
@@ -296,6 +295,12 @@ def listed(entry: Entry) -> list[dict]:
     rows = getattr(entry, "attachment_list", None)
     if rows is None:
         rows = list(entry.attachments.all()) if entry.pk else []
+    return shown(rows)
+
+
+def shown(rows, cited: set[int] | frozenset[int] = frozenset()) -> list[dict]:
+    """What the files `rows` show; `cited`: the pks of more of them the answer drew on (a running
+    answer's hits, before its end marks them)."""
     return [
         {
             "pk": a.pk,
@@ -303,7 +308,7 @@ def listed(entry: Entry) -> list[dict]:
             "size": size_text(a.size),
             "kind": KINDS.get(a.kind, ("file",))[0],
             "image": a.kind in IMAGES,
-            "cited": a.cited,
+            "cited": a.cited or a.pk in cited,
         }
         for a in rows
     ]
@@ -329,14 +334,18 @@ def copies_for(user, entry: Entry) -> list[Attachment]:
     return out
 
 
-def mark_cited(entry_id: int, hits: list[str]) -> None:
-    """The answer's attachment hits (their URLs, as Perplexity echoes them) mark the files cited."""
-    if not hits:
-        return
+def cited_by(rows, hits: list[str]) -> set[int]:
+    """The pks of the files among `rows` that the answer's attachment hits name (their URLs, as
+    Perplexity echoes them: without the signature)."""
     wanted = {h.split("?", 1)[0] for h in hits}
-    for attachment in Attachment.objects.filter(entry_id=entry_id, cited=False):
-        if attachment.remote_url.split("?", 1)[0] in wanted:
-            Attachment.objects.filter(pk=attachment.pk).update(cited=True)
+    return {a.pk for a in rows if a.remote_url and a.remote_url.split("?", 1)[0] in wanted}
+
+
+def mark_cited(entry_id: int, hits: list[str]) -> None:
+    """The answer's attachment hits mark the files cited (its "your file" sources)."""
+    if hits:
+        cited = cited_by(Attachment.objects.filter(entry_id=entry_id, cited=False), hits)
+        Attachment.objects.filter(pk__in=cited).update(cited=True)
 
 
 def sweep(now=None) -> int:

@@ -254,16 +254,19 @@ def previous_turn(entry: Entry) -> Entry | None:
 
 def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
     """The upstream request for a saved entry (a follow-up when the thread has earlier turns;
-    `new_thread` says it has none, which saves looking)."""
+    `new_thread` says it has none, which saves looking), with the URLs of its files (the rows
+    stay on the entry as `attachment_list`, for its run)."""
     options = options_from_json(entry.options)
     previous = None if new_thread else previous_turn(entry)
     follow_up = None
     if previous is not None:
         follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
-    urls = getattr(entry, "attachment_urls", None)  # set when the entry was just started
-    if urls is None:
-        urls = tuple(u for u in entry.attachments.values_list("remote_url", flat=True) if u)
-    return AskRequest(entry.question, options, follow_up, attachments=tuple(urls))
+    files = getattr(entry, "attachment_list", None)  # set when the entry was just started
+    if files is None:  # kept on the entry: its run marks the ones the answer cites (runner.launch)
+        files = entry.attachment_list = list(entry.attachments.all())
+    return AskRequest(
+        entry.question, options, follow_up, attachments=tuple(a.remote_url for a in files if a.remote_url)
+    )
 
 
 def run_needs(user) -> tuple[dict, Credential]:

@@ -27,6 +27,8 @@ from django.template.loader import render_to_string
 from markdown_it import MarkdownIt
 
 from pplxweb.perplexity.extract import Result
+from pplxweb.perplexity.sources import file_hits
+from search import attachments
 from search.display import model_label, report_context
 from search.models import Entry
 from search.render import render_answer, render_sources, scrub
@@ -192,6 +194,7 @@ def part_keys(run, final: bool = False) -> dict[str, tuple]:
         "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
         "report": (len(result.report), hash(result.report[-64:]), running),
         "question": _question(run) if running else None,
+        "files": _cited(run),
     }
 
 
@@ -212,6 +215,8 @@ def changed_parts(run, final: bool = False) -> list[str]:
             run.sent[name] = keys[name]
             if name == "sources":
                 parts.append(_sources_fragment(run.entry_id, result))
+            elif name == "files":
+                parts.append(_files_fragment(run))
             elif name == "report":
                 run.report_rendered_at = now
                 parts.append(_report_fragment(run, result))
@@ -227,6 +232,7 @@ def full_state(run) -> str:
     context = _context(run)
     parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images", "question")]
     parts.append(_sources_fragment(run.entry_id, result))
+    parts.append(_files_fragment(run))
     parts.append(_report_fragment(run, result))
     parts.append(run.answer.full(result.answer, result.sources))
     return "".join(parts)
@@ -273,6 +279,26 @@ def _report_fragment(run, result: Result) -> str:
     running = run.status == Entry.Status.RUNNING
     return render_to_string(
         "search/report_fragment.html", report_context(run.entry_id, result.report, result.sources, running)
+    )
+
+
+def _cited(run) -> tuple[int, ...]:
+    """The question's files the answer draws on so far (its attachment hits), as the saved page
+    marks them at the end (attachments.mark_cited)."""
+    if not run.files or run.snapshot is None:
+        return ()
+    return tuple(sorted(attachments.cited_by(run.files, file_hits(run.snapshot))))
+
+
+def _files_fragment(run) -> str:
+    """The question's files, the cited ones marked "your file" ("" when it has none)."""
+    return render_to_string(
+        "search/attachments_list.html",
+        {
+            "entry_id": run.entry_id,
+            "attachments": attachments.shown(run.files, set(_cited(run))),
+            "oob": True,
+        },
     )
 
 

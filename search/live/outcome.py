@@ -42,6 +42,7 @@ class RunState:
     snapshot: Any = None  # the latest merged snapshot
     drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
     downloads: Any = field(init=False, default=None)  # images.Downloads, set by the runner
+    files: tuple = ()  # the question's files (search.models.Attachment): the answer's hits mark them
 
 
 def saved_result(entry: Entry) -> Result:

@@ -401,7 +401,15 @@ def launch(
 ) -> Run:
     """Start the run for a saved entry as a task of this process's event loop; `rejoin`: the
     entry's run was lost (a restart) and goes on from Perplexity's side (protocol.md 8.5)."""
-    run = Run(entry.pk, user, request, thread_id=entry.thread_id, credential=credential, models=models or {})
+    run = Run(
+        entry.pk,
+        user,
+        request,
+        thread_id=entry.thread_id,
+        credential=credential,
+        models=models or {},
+        files=tuple(getattr(entry, "attachment_list", None) or ()),  # asking.build_request read them
+    )
     if rejoin:
         run.rejoin = entry.backend_uuid
         run.result = outcome.saved_result(entry)  # kept if Perplexity no longer has the run

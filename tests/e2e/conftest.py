@@ -96,18 +96,23 @@ def server_log(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("pplxweb") / "server.log"
 
 
-@pytest.fixture(scope="session")
-def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_log):
-    """pplxweb (the real ASGI app under daphne) on the test database; yields its base URL."""
+def server_env(fake_perplexity: str, **extra: str) -> dict:
+    """The environment of a pplxweb server on the test database and data dir, against the fake."""
     from django.conf import settings
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
            "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity,
            "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
            "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2", "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "6",
-           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
+           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"]), **extra}  # fmt: skip
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    proc, port = start("pplxweb.asgi:application", env, server_log)
+    return env
+
+
+@pytest.fixture(scope="session")
+def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_log):
+    """pplxweb (the real ASGI app under daphne) on the test database; yields its base URL."""
+    proc, port = start("pplxweb.asgi:application", server_env(fake_perplexity), server_log)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
     assert "Traceback" not in server_log.read_text(), server_log.read_text()[-4000:]

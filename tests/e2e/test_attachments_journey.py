@@ -72,11 +72,20 @@ async def test_attach_by_paste_and_button_ask_and_keep(page, pplxweb_server, fak
     await expect(chips.nth(1)).to_contain_text("statement.pdf")
     await shoot(page, f"attach-chips-{'desktop' if wide else 'phone'}")
     await page.fill("#id_q", "What is in my files?")
+    await page.evaluate("window.__samePage = true")  # gone if the page reloads
     await page.keyboard.press("Enter")
     entry = page.locator("article.entry").first
     await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
     await expect(entry.locator(".answer")).to_contain_text("two payments")
     await expect(page.locator(".attachments .chip")).to_have_count(0)  # they went with the question
+    # the answer's file hits are marked "your file" on the live page, before any reload
+    live = entry.locator(".entry-files")
+    await expect(live.locator(".badge", has_text="your file")).to_have_count(2)
+    await expect(live.locator("li", has_text="statement.pdf").locator(".badge")).to_have_text(
+        "your file, cited"
+    )
+    assert await page.evaluate("window.__samePage === true")
+    await shoot(page, f"attach-live-{'desktop' if wide else 'phone'}")
     saved = await Entry.objects.aget()
     files = [a async for a in Attachment.objects.filter(entry=saved).order_by("pk")]
     assert [a.name for a in files] == ["pasted.png", "statement.pdf"] and all(a.remote_url for a in files)

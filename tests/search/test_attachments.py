@@ -422,3 +422,30 @@ async def test_a_follow_up_takes_files_and_the_earlier_ones_stay_listed(owner, a
     assert second.thread_id == first.thread_id
     page = (await client.get(reverse("search:thread", args=[first.thread_id]))).content.decode()
     assert page.count('class="entry-files"') == 2 and "notes.txt" in page and "statement.pdf" in page
+
+
+async def test_a_running_answer_marks_its_file_hits_live(owner, alinked, upstream):
+    """The answer's attachment hit marks the file "your file" in a fragment sent while the answer
+    still streams (the mark the saved page shows), not only on the page after a reload."""
+    from channels.layers import get_channel_layer
+
+    storage_routes(upstream)
+    serve(upstream, Paced(with_file_hit(answer_stream(words(8))), pause=0.15))
+    client = await client_for(owner)
+    await client.post(reverse("search:ask"), {"q": "what is in it?", "files": [upload("statement.pdf", PDF)]})
+    entry = await Entry.objects.aget()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"entry-{entry.pk}", channel)
+    sent = []
+    while not sent or "status-completed" not in sent[-1]:
+        sent.append((await asyncio.wait_for(layer.receive(channel), 10))["html"])
+    files = [i for i, html in enumerate(sent) if f'id="entry-{entry.pk}-files" hx-swap-oob="true"' in html]
+    assert len(files) == 1 and files[0] < len(sent) - 1  # once, as the hit arrived: before the end
+    assert "word7" not in "".join(sent[: files[0] + 1])  # the answer was still arriving
+    assert re.search(
+        r'statement\.pdf</a> <span[^>]*>PDF, [^<]*</span> <span class="badge">your file, cited',
+        sent[files[0]],
+    )
+    await wait_done(entry.pk)
+    assert (await Attachment.objects.aget()).cited  # and the saved page says the same
