@@ -35,7 +35,6 @@ from search.models import Entry
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY = 0.08  # seconds between answer updates
-UPDATES_PER_SECOND = 150  # for all of this process's answers together
 QUIET = 0.025  # a pause this long in the stream sends what is waiting (see Run._flush_now)
 SAVE_EVERY = 2.0  # seconds between progress saves
 CANCEL_AGAIN = 0.1  # seconds before a stop or shutdown asks a run again (see Run.cancel)
@@ -48,26 +47,6 @@ RUNS: dict[int, Run] = {}  # this process's runs, by entry id
 _finishing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def update_every(running: int | None = None) -> float:
-    """The interval between one answer's updates: UPDATE_EVERY, stretched when many answers run
-    in this process (`running`, by default all of them) so that together they send at most
-    UPDATES_PER_SECOND: a crowd otherwise saturates the process and every answer falls behind."""
-    return max(UPDATE_EVERY, (len(RUNS) if running is None else running) / UPDATES_PER_SECOND)
-
-
-def cadence_phase(entry_id: int, interval: float | None = None) -> float:
-    """How far into its interval an answer's cadence starts after its first words.
-
-    Answers asked at the same moment get their first words at about the same moment too, and
-    with one cadence they would then update on the same events for good: each of those updates
-    waits for all the others' (at 50 answers, tens of ms). In a crowd (the interval stretched
-    beyond UPDATE_EVERY) each answer starts at its own point of the interval instead, spread by
-    its entry id (golden-ratio steps: neighbouring ids land far apart). No gap between two
-    updates gets shorter than UPDATE_EVERY; alone or in a small group nothing changes."""
-    interval = update_every() if interval is None else interval
-    return (entry_id * 0.6180339887 % 1.0) * max(interval - UPDATE_EVERY, 0.0)
 
 
 def finishing_slots() -> asyncio.Semaphore:
@@ -132,7 +111,7 @@ class Run(RunState):
             await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
 
     def _flush_due(self) -> float:
-        return max(self._last_update + update_every(), self._last_event + QUIET)
+        return max(self._last_update + UPDATE_EVERY, self._last_event + QUIET)
 
     def _flush_now(self) -> None:
         """The trailing update: it waits for a quiet moment, so it does not go out just before
@@ -167,11 +146,8 @@ class Run(RunState):
         async with self._lock:
             self._last_update = time.monotonic()
             if not final:
-                first_words = self.first_text_ms is None
                 self._refresh_result()
                 self._shown = self.snapshot
-                if first_words and self.first_text_ms is not None:
-                    self._last_update -= cadence_phase(self.entry_id)
             if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
                 state = fragments.full_state(self)
                 for channel in self._syncs:
@@ -259,7 +235,7 @@ class Run(RunState):
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = self._last_event = time.monotonic()
-                        due = now - self._last_update >= update_every()  # fresh text goes out at once
+                        due = now - self._last_update >= UPDATE_EVERY  # fresh text goes out at once
                         if not due and self.first_text_ms is None:  # and so do the first words
                             due = has_answer(snapshot)
                         if not due:  # and the last ones, as soon as Perplexity says they are

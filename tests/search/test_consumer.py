@@ -456,55 +456,6 @@ async def test_a_follow_up_sends_the_thread_ids(owner, alinked, upstream):
     await comm.disconnect()
 
 
-def test_many_answers_in_one_process_share_an_update_budget():
-    """Up to a dozen answers each update every ~80 ms; beyond that the interval stretches so that
-    together they stay near UPDATES_PER_SECOND (a crowd otherwise saturates the process)."""
-    from search.live import runner
-
-    assert runner.update_every(1) == runner.update_every(12) == runner.UPDATE_EVERY
-    assert runner.update_every(50) == pytest.approx(50 / runner.UPDATES_PER_SECOND)
-    assert 50 / runner.update_every(50) <= runner.UPDATES_PER_SECOND + 1e-9
-    assert runner.update_every() == runner.UPDATE_EVERY  # no answer is running in this test
-
-
-def test_answers_in_a_crowd_start_their_cadence_at_spread_points():
-    """Alone or in a small group the cadence starts with the first words; in a crowd each answer
-    starts at its own point of the stretched interval, so the crowd's updates spread out."""
-    from search.live import runner
-
-    assert all(runner.cadence_phase(n, runner.UPDATE_EVERY) == 0 for n in range(1, 100))
-    interval = runner.update_every(50)
-    phases = sorted(runner.cadence_phase(n, interval) for n in range(1000, 1050))
-    room = interval - runner.UPDATE_EVERY  # no gap gets shorter than UPDATE_EVERY
-    assert phases[0] >= 0 and phases[-1] < room
-    assert max(b - a for a, b in itertools.pairwise(phases)) < 3 * room / 50  # no bunching
-
-
-async def test_two_answers_asked_together_in_a_crowd_do_not_update_together(
-    owner, alinked, upstream, monkeypatch
-):
-    from search.live import runner
-
-    monkeypatch.setattr(runner, "UPDATES_PER_SECOND", 4)  # two answers: one update per 0.5 s each
-    serve(upstream, *(Paced(answer_stream(words(150)), pause=0.01) for _ in range(2)))
-    comm = await connect(owner)
-    loop = asyncio.get_running_loop()
-    updates: dict[str, list[float]] = {}
-    for question in ("one", "two"):
-        await comm.send_to(text_data=json.dumps({"q": question}))
-    async with asyncio.timeout(10):
-        while len(updates) < 2 or any(len(times) < 2 for times in updates.values()):
-            message = await comm.receive_from(timeout=5)
-            for entry in set(re.findall(r'id="entry-(\d+)-(?:tail|blocks)" hx-swap-oob', message)):
-                updates.setdefault(entry, []).append(loop.time())
-    one, two = (times[1] for times in updates.values())  # each one's update after its first words
-    # without their own phases both would come 0.5 s after the first words, within a few ms
-    assert abs(one - two) > 0.1, updates
-    await receive_until(comm, "status-completed")
-    await receive_until(comm, "status-completed")
-    await comm.disconnect()
-
-
 def progress_saves(monkeypatch, before_progress) -> list[bool]:
     """Runs save progress every 50 ms, calling `before_progress` on the database thread before
     each progress save; returns the list of saves made (True for the final one)."""
@@ -571,9 +522,7 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
 
     from search.live import runner
 
-    monkeypatch.setattr(
-        runner, "update_every", lambda running=None: 30.0
-    )  # only the first words, then the end
+    monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)  # only the first words, then the end
     monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
     comm = await connect(owner)
@@ -599,7 +548,7 @@ async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them
 
     from search.live import runner
 
-    monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)
+    monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
     monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
     serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
@@ -677,7 +626,7 @@ async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
     The last words are shown at that event, not at the end of the stream."""
     from search.live import runner
 
-    monkeypatch.setattr(runner, "update_every", lambda running=None: 30.0)  # no cadence updates
+    monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)  # no cadence updates
     stream = answer_stream(words(30), complete=False)  # ends with the PENDING final event
     serve(upstream, Paced(stream, pause=0.005, end=False, stall=1.5))
     comm = await connect(owner)
