@@ -21,6 +21,17 @@ AXE = Axe()
 WIDE = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391)
   .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
 
+SPLIT_WORDS = """[...document.querySelectorAll('.answer th, .answer td')].flatMap(cell => {
+  const node = cell.firstChild, split = [], word = /\\S+/g;
+  if (!node || node.nodeType !== Node.TEXT_NODE) return split;
+  for (let m; (m = word.exec(node.data)); ) {
+    const range = document.createRange();
+    range.setStart(node, m.index);
+    range.setEnd(node, m.index + m[0].length);
+    if (m[0].length < 20 && range.getClientRects().length > 1) split.push(m[0]);
+  }
+  return split; })"""
+
 
 async def shoot(page, name: str, audit: bool = True) -> None:
     """`name` in both colour schemes, each checked by axe-core: no serious or critical violation."""
@@ -207,7 +218,12 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
         ),
     ]
     table = "| a | b |\n|---|---|\n" + "".join(f"| {'w' * 40} {n} | {'v' * 60} |\n" for n in range(200))
-    answer = f"Cited [1][2] and [99].\n\n{'x' * 10_000}\n\n{table}"
+    recipe = (
+        "| Ingredient | Grams | Percentage | Temperature | Hydration | Fermentation |\n|---|---|---|---|---|---|\n"
+        "| Strong white bread flour | 500 | 100% | Room temperature | Absorbs water | Overnight |\n"
+        "| Water | 350 | 70% | Lukewarm | Seventy percent | Together |\n"
+    )
+    answer = f"Cited [1][2] and [99].\n\n{recipe}\n\n{'x' * 10_000}\n\n{table}"
     thread = await Thread.objects.acreate(user=user, title="bad input")
     await Entry.objects.acreate(
         thread=thread, user=user, question="Q" * 5000, status="completed", answer=answer, sources=sources,
@@ -219,6 +235,9 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
     )
     question = await page.locator(".question").bounding_box()
     assert question["height"] < 200  # folded to a few lines
+    # a table's words stay whole ("Grams", not "Gram" / "s"): only a word too long for any screen breaks
+    split = await page.evaluate(SPLIT_WORDS)
+    assert split == [], split
     await page.click(".all-sources summary")
     await expect(page.locator(".all-sources ol.sources li")).to_have_count(60)
     assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], await page.evaluate(
