@@ -21,6 +21,17 @@ AXE = Axe()
 WIDE = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391)
   .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
 
+SPLIT_WORDS = """[...document.querySelectorAll('.answer th, .answer td')].flatMap(cell => {
+  const node = cell.firstChild, split = [], word = /\\S+/g;
+  if (!node || node.nodeType !== Node.TEXT_NODE) return split;
+  for (let m; (m = word.exec(node.data)); ) {
+    const range = document.createRange();
+    range.setStart(node, m.index);
+    range.setEnd(node, m.index + m[0].length);
+    if (m[0].length < 20 && range.getClientRects().length > 1) split.push(m[0]);
+  }
+  return split; })"""
+
 
 async def shoot(page, name: str, audit: bool = True) -> None:
     """`name` in both colour schemes, each checked by axe-core: no serious or critical violation."""
@@ -207,7 +218,12 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
         ),
     ]
     table = "| a | b |\n|---|---|\n" + "".join(f"| {'w' * 40} {n} | {'v' * 60} |\n" for n in range(200))
-    answer = f"Cited [1][2] and [99].\n\n{'x' * 10_000}\n\n{table}"
+    recipe = (
+        "| Ingredient | Grams | Percentage | Temperature | Hydration | Fermentation |\n|---|---|---|---|---|---|\n"
+        "| Strong white bread flour | 500 | 100% | Room temperature | Absorbs water | Overnight |\n"
+        "| Water | 350 | 70% | Lukewarm | Seventy percent | Together |\n"
+    )
+    answer = f"Cited [1][2] and [99].\n\n{recipe}\n\n{'x' * 10_000}\n\n{table}"
     thread = await Thread.objects.acreate(user=user, title="bad input")
     await Entry.objects.acreate(
         thread=thread, user=user, question="Q" * 5000, status="completed", answer=answer, sources=sources,
@@ -219,6 +235,9 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
     )
     question = await page.locator(".question").bounding_box()
     assert question["height"] < 200  # folded to a few lines
+    # a table's words stay whole ("Grams", not "Gram" / "s"): only a word too long for any screen breaks
+    split = await page.evaluate(SPLIT_WORDS)
+    assert split == [], split
     await page.click(".all-sources summary")
     await expect(page.locator(".all-sources ol.sources li")).to_have_count(60)
     assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], await page.evaluate(
@@ -263,3 +282,66 @@ async def test_a_report_and_a_cut_short_answer(page, pplxweb_server):
     await shoot(page, "cut-short")
     await report.locator("summary").click()  # it folds
     await expect(page.locator(".report-body")).to_be_hidden()
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
+async def test_the_history_page(page, pplxweb_server):
+    """History as a household's: the header on one line, entries in the first screen (the filters
+    folded on a phone), the filter fields as tall as the search field, model names in the list."""
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from search.models import Entry, Thread
+    from tests.search.test_answer_page import SOURCES
+
+    base = pplxweb_server
+    phone = page.viewport_size["width"] < 600
+    name = f"historian{page.viewport_size['width']}"
+    await first_run(page, base, name)
+    user = await get_user_model().objects.aget(username=name)
+    models = ["pplx_pro", "turbo", "gemini38flash", "gpt52", "claude48opusthinking"]
+    for n in range(12):
+        thread = await Thread.objects.acreate(user=user, title=f"Question {n}")
+        entry = await Entry.objects.acreate(
+            thread=thread, user=user, question=f"How long does dough number {n} need to rise in a cold kitchen?",
+            status="failed" if n == 3 else "completed", answer="It needs **two hours** at 18 °C [1].",
+            sources=SOURCES, model=models[n % len(models)],
+        )  # fmt: skip
+        await Entry.objects.filter(pk=entry.pk).aupdate(created=timezone.now() - timedelta(hours=9 * n))
+    await page.goto(f"{base}/history/")
+    await shoot(page, "history-list")
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    # the header is one line: the brand and every link of the menu on the same row
+    header = await page.locator("header.site").bounding_box()
+    tops = await page.evaluate(
+        "[...document.querySelectorAll('header.site .brand, header.site nav a, header.site nav button')]"
+        ".map(e => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2))"
+    )
+    print(f"history {width}x{height}: header {header['height']:.0f} px, middles {tops}")
+    assert header["height"] < 64 and max(tops) - min(tops) <= 3, (header, tops)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width, await page.evaluate(WIDE)
+    # entries in the first screen; on a phone the filters folded behind one "Filters" button
+    filters = page.locator("details.filters")
+    assert await filters.evaluate("d => d.open") is False
+    rows = page.locator("ol.history li.row")
+    first = await rows.first.bounding_box()
+    print(f"history {width}x{height}: first entry at {first['y']:.0f} px")
+    assert first["y"] + first["height"] <= height, first
+    await expect(rows.first).to_contain_text("Best")
+    await expect(page.locator("ol.history")).to_contain_text("Gemini 3.8 Flash")
+    await expect(page.locator("ol.history")).not_to_contain_text("gemini38flash")
+    if phone:
+        await filters.locator("summary").click()
+    # the filter fields line up with the search field: the same height
+    heights = await page.evaluate(
+        "[...document.querySelectorAll('.history-filters input:not([type=checkbox]), .history-filters select')]"
+        ".map(e => [e.id, Math.round(e.getBoundingClientRect().height * 10) / 10])"
+    )
+    print(f"history {width}x{height}: field heights {heights}")
+    assert len(heights) == 6 and max(h for _, h in heights) - min(h for _, h in heights) <= 1, heights
+    options = await page.locator("#id_model option").all_text_contents()
+    assert options == ["Any model", "Best", "Claude Opus 4.8 Thinking", "Gemini 3.8 Flash", "GPT-5.2"]
+    await shoot(page, "history-filters")
+    assert page.console_errors == []
