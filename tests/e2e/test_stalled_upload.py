@@ -39,6 +39,16 @@ def slow_server(django_db_setup, fake_perplexity, tmp_path_factory):
     assert "Traceback" not in log.read_text(), log.read_text()[-4000:]
 
 
+@pytest.fixture(autouse=True)
+async def _own_connections_closed():
+    """The async ORM's connection (asgiref's thread) closed after each test: PostgreSQL drops
+    the test database only when nobody holds it."""
+    yield
+    from django.db import connections
+
+    await sync_to_async(connections.close_all)()
+
+
 @sync_to_async
 def session_of_owner() -> str:
     from django.contrib.auth import get_user_model
