@@ -30,8 +30,8 @@ _timeout = 30.0
 
 def sentence(timeout: float) -> str:
     return (
-        f"The upload stalled: less than 64 KB arrived in {timeout:g} seconds, so pplxweb gave it "
-        "up and kept nothing. Try again, on a steadier connection if you can."
+        f"The upload stalled (less than 64 KB in {timeout:g} seconds), so pplxweb gave it up and "
+        "kept nothing. Try again."
     )
 
 

@@ -299,8 +299,7 @@ def listed(entry: Entry) -> list[dict]:
 
 
 def shown(rows, cited: set[int] | frozenset[int] = frozenset()) -> list[dict]:
-    """What the files `rows` show; `cited`: the pks of more of them the answer drew on (a running
-    answer's hits, before its end marks them)."""
+    """What the files `rows` show; `cited`: pks a running answer cites (its end marks them)."""
     return [
         {
             "pk": a.pk,
@@ -335,8 +334,7 @@ def copies_for(user, entry: Entry) -> list[Attachment]:
 
 
 def cited_by(rows, hits: list[str]) -> set[int]:
-    """The pks of the files among `rows` that the answer's attachment hits name (their URLs, as
-    Perplexity echoes them: without the signature)."""
+    """The pks of `rows` that the answer's attachment hits name (URLs echoed unsigned)."""
     wanted = {h.split("?", 1)[0] for h in hits}
     return {a.pk for a in rows if a.remote_url and a.remote_url.split("?", 1)[0] in wanted}
 
