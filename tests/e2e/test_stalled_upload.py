@@ -74,10 +74,11 @@ def open_temporary_files(pid: int) -> list[str]:
 
 
 def data_files() -> set[str]:
+    """The kept files and Django's upload temporary files (both in the data dir)."""
     from django.conf import settings
 
-    folder = Path(settings.DATA_DIR) / "attachments"
-    return {p.name for p in folder.iterdir()} if folder.exists() else set()
+    folders = [Path(settings.DATA_DIR) / "attachments", Path(settings.FILE_UPLOAD_TEMP_DIR)]
+    return {str(p) for folder in folders if folder.exists() for p in folder.iterdir()}
 
 
 def upload_head(port: int, session: str, length: int) -> bytes:
