@@ -193,6 +193,7 @@ class Shard:
         if self.redis is not None:
             await _close_redis(self.redis)
             self.redis = None
+        self._forget()
         self.names.clear()
         self.state = "starting"
 
@@ -292,8 +293,8 @@ class Shard:
             log.warning("the connection to Redis failed (%s); reconnecting", error.__class__.__name__)
             writer.transport.abort()
 
-    def _lost(self, error: BaseException) -> None:
-        was = self.state
+    def _forget(self) -> None:
+        """The connection is gone: nothing is subscribed, nothing will be confirmed."""
         for waiting in self.waiting.values():
             for confirmed in waiting:
                 if not confirmed.done():
@@ -301,8 +302,14 @@ class Shard:
         self.waiting.clear()
         self.confirmed.clear()
         self.unsubscribing.clear()
-        if was != "down":
+
+    def _lost(self, error: BaseException) -> None:
+        self._forget()
+        if self.state == "starting":
+            log.warning("pplxweb cannot reach Redis (%s); trying again", error)
+        elif self.state == "up":
             log.warning("the connection to Redis is lost (%s); every socket of this process is told", error)
+        if self.state != "down":
             self._set_state("down")
         self.layer.lost()
 

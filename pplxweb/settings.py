@@ -156,8 +156,12 @@ if ENV.get("REDIS_URL", "").strip():
             # channels-redis's pub/sub layer with confirmed subscriptions, and every socket told
             # when the connection to Redis is lost (pplxweb/redis_layer.py)
             "BACKEND": "pplxweb.redis_layer.RedisChannelLayer",
-            # a publish that Redis does not answer in 5 s is dropped (and the connection redone)
-            "CONFIG": {"hosts": [{"address": ENV["REDIS_URL"].strip(), "socket_timeout": 5}]},
+            # a command that Redis does not answer in 5 s fails (and the connection is redone)
+            "CONFIG": {
+                "hosts": [
+                    {"address": ENV["REDIS_URL"].strip(), "socket_timeout": 5, "socket_connect_timeout": 5}
+                ]
+            },
         }
     }
 else:

@@ -68,6 +68,6 @@ def test_the_server_uses_it_without_redis(settings):
     from pplxweb.settings import CHANNEL_LAYERS
 
     if "REDIS_URL" in os.environ:
-        pytest.skip("Redis is configured: channels-redis is the layer")
+        pytest.skip("Redis is configured: pplxweb.redis_layer is the layer")
     assert CHANNEL_LAYERS["default"]["BACKEND"] == "pplxweb.layers.InMemoryChannelLayer"
     assert isinstance(get_channel_layer(), InMemoryChannelLayer)

@@ -197,8 +197,8 @@ class Run(RunState):
             if not RUNS:  # the last answer ended: collect garbage while nothing arrives
                 collector.when_idle(lambda: bool(RUNS))
             await self.layer.group_discard(control_group(self.entry_id), channel)
-            # End the listener with a message rather than cancelling it: channels-redis can lose
-            # other consumers' messages when a receive() is cancelled while it holds the read.
+            # End the listener with a message rather than cancelling it (channels-redis's core
+            # layer lost other consumers' messages when a receive() was cancelled mid-read).
             await self.layer.send(channel, {"type": "run.end"})
             try:
                 await asyncio.wait_for(listener, 5)

@@ -52,11 +52,11 @@ async def test_redis_stopped_mid_answer_the_page_says_so_reopens_and_shows_the_w
     await page.fill("#id_q", "through an outage")
     await page.keyboard.press("Enter")
     entry = page.locator("article.entry").first
-    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=10000)
+    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
 
     redis.stop()
     notice = page.locator("#live-notice")
-    await expect(notice).to_contain_text(LOST_TEXT, timeout=5000)
+    await expect(notice).to_contain_text(LOST_TEXT, timeout=10000)
     # a socket opened while Redis is away: accepted, told, closed with 4012 (no failed handshake)
     cookie = await session_cookie(owner)
     async with connect(base.replace("http", "ws") + "/ws/search/", origin=base,
