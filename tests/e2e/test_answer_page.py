@@ -80,6 +80,14 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     entry = page.locator("article.entry").first
     assert await answer_top(entry) < height - 60
     await shoot(page, "done")
+    await expect(entry.locator(".entry-meta")).to_contain_text("Answered by Best in")  # a name, not pplx_pro
+    # a code block's Copy button sits above its code, never on it
+    code = entry.locator(".answer pre").first
+    await code.scroll_into_view_if_needed()
+    button = await code.locator(".copy-code").bounding_box()
+    text = await code.locator("code").bounding_box()
+    assert button["y"] + button["height"] <= text["y"] + 1, (button, text)
+    await shoot(page, "code", audit=False)
     # a follow-up: scrolled into view, the box pinned below
     control(fake_perplexity, ask={"fixture": FIXTURE.name, "pace": 0.1})
     await ask(page, "And with rye flour?")
