@@ -107,8 +107,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     # --- actions --------------------------------------------------------------------------------
 
     async def search(self, data: dict) -> None:
-        # everyone's starts share trips to the database thread (search.live.starts)
-        prepared = await starts.prepare((self.user, _as_querydict(data)))
+        prepared = await database_sync_to_async(starts.prepare)(self.user, _as_querydict(data))
         if isinstance(prepared, str):
             await self.error(prepared)
             return

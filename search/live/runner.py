@@ -12,7 +12,6 @@ import asyncio
 import contextvars
 import logging
 import time
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,19 +41,7 @@ DOWNGRADED = (
     "Perplexity answered with its anonymous model (turbo), not the one asked for, and says the "
     "linked session is signed out. Re-link in Settings."
 )
-FINISHING_AT_ONCE = 1  # answers saving their outcome together (see Run.finish)
 RUNS: dict[int, Run] = {}  # this process's runs, by entry id
-_finishing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def finishing_slots() -> asyncio.Semaphore:
-    """This event loop's slots for answers saving their outcome (FINISHING_AT_ONCE)."""
-    loop = asyncio.get_running_loop()
-    if loop not in _finishing:
-        _finishing[loop] = asyncio.Semaphore(FINISHING_AT_ONCE)
-    return _finishing[loop]
 
 
 def group(entry_id: int) -> str:
@@ -345,12 +332,8 @@ class Run(RunState):
         await self.downloads.finish()
         if self._saving is not None:  # the final save goes after it (a failure was logged)
             await asyncio.wait([self._saving])
-        # The answer's text is all shown by now; its outcome (the save, then the final render)
-        # can wait a little. When many answers end together, a few at a time save theirs, so
-        # that work never crowds out the streams still arriving and the other answers' last words.
-        async with finishing_slots():
-            self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
-            await self.update(final=True)
+        self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
+        await self.update(final=True)
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database

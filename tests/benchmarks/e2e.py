@@ -259,8 +259,8 @@ def profile(pid: int) -> subprocess.Popen | None:
     if not out:
         return None
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "--native", "-o", out]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "-o", out]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=(DATA / "py-spy.log").open("w"))
     time.sleep(1)
     return proc
 

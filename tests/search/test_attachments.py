@@ -255,12 +255,12 @@ async def test_the_attach_endpoint_and_the_socket_path(owner, alinked, upstream)
     data = QueryDict(mutable=True)
     data.update({"q": "and now?"})
     data.setlist("attachment", [str(described["id"])])
-    (outcome,) = await sync_to_async(starts.prepare_many)([(owner, data)])
+    outcome = await sync_to_async(starts.prepare)(owner, data)
     entry, request, _ = outcome
     assert request.attachments == (OBJECT,)
     assert (await Attachment.objects.aget()).entry_id == entry.pk
     # the same file cannot be asked with twice (it belongs to its entry now)
-    (again,) = await sync_to_async(starts.prepare_many)([(owner, data)])
+    again = await sync_to_async(starts.prepare)(owner, data)
     assert isinstance(again, str) and "already asked with" in again
 
 
@@ -268,7 +268,7 @@ async def test_a_file_not_on_perplexity_yet_is_refused_by_the_socket(owner, alin
     kept = await sync_to_async(attachments.keep)(owner, upload("notes.txt", b"words\n"))
     data = QueryDict(mutable=True)
     data.update({"q": "now", "attachment": str(kept.pk)})
-    (outcome,) = await sync_to_async(starts.prepare_many)([(owner, data)])
+    outcome = await sync_to_async(starts.prepare)(owner, data)
     assert (
         outcome
         == "“notes.txt” is not on Perplexity yet; wait for it, or remove it and attach it again. Nothing was asked."

@@ -639,36 +639,6 @@ async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
     await comm.disconnect()
 
 
-async def test_answers_ending_together_save_their_outcome_a_few_at_a_time(
-    owner, alinked, upstream, monkeypatch
-):
-    """The end's save and final render take a slot (runner.FINISHING_AT_ONCE): with one slot, the
-    second answer's outcome waits for the first's, so the ends never crowd out the streams."""
-    from search.live import runner
-
-    monkeypatch.setattr(runner, "FINISHING_AT_ONCE", 1)
-    real_update = runner.Run.update
-
-    async def slow_final(self, final=False):
-        if final:
-            await asyncio.sleep(0.3)
-        await real_update(self, final)
-
-    monkeypatch.setattr(runner.Run, "update", slow_final)
-    serve(upstream, *(Paced(answer_stream(words(5)), pause=0.01) for _ in range(2)))
-    comm = await connect(owner)
-    loop = asyncio.get_running_loop()
-    for question in ("one", "two"):
-        await comm.send_to(text_data=json.dumps({"q": question}))
-    completed = []
-    async with asyncio.timeout(10):
-        while len(completed) < 2:
-            message = await comm.receive_from(timeout=5)
-            completed += [loop.time()] * message.count("status-completed")
-    assert completed[1] - completed[0] >= 0.25  # one after the other, not together
-    await comm.disconnect()
-
-
 async def test_a_run_sends_no_part_the_new_entry_already_shows(owner, alinked, upstream):
     """The new entry shows the running state (status, "Searching…", no sources); the run's
     first update sends only what changed since, and the meta part only once, at the end."""

@@ -1,16 +1,13 @@
-"""Search starts gathered: many at once cost one trip and the same statements as a few, with the
-same outcome as one after another."""
+"""Search starts: several asks written together end as one after another would; each socket's
+start is its own, and people asking at the same moment each get their own answer."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 
 import pytest
-from django.db import connection
 from django.http import Http404
-from django.test.utils import CaptureQueriesContext
 
 from accounts.models import PerplexityAccount, TokenBucket
 from accounts.services import credentials_for, credentials_for_many
@@ -66,25 +63,6 @@ def test_the_rate_limit_counts_within_a_burst(owner, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_burst_of_starts_costs_the_statements_of_two(django_user_model, owner):
-    people = [owner] + [django_user_model.objects.create_user(username=f"p{n}") for n in range(11)]
-    for person in people:
-        link(person)
-    message = _as_querydict({"q": "what is new?", "model": "pplx_pro"})
-
-    def statements(group) -> int:
-        with CaptureQueriesContext(connection) as queries:
-            prepared = starts.prepare_many([(person, message) for person in group])
-        assert all(isinstance(p, tuple) for p in prepared), prepared
-        Entry.objects.update(status="completed")
-        return len(queries)
-
-    statements(people)  # everyone's first search makes their defaults and rate-limit bucket
-    few, many = statements(people[:2]), statements(people)
-    assert many == few <= 12
-
-
-@pytest.mark.django_db
 def test_credentials_of_many_people_are_each_ones_own(django_user_model, owner, member):
     keyed = django_user_model.objects.create_user(username="keyed")
     nobody = django_user_model.objects.create_user(username="nobody")
@@ -102,55 +80,6 @@ def test_credentials_of_many_people_are_each_ones_own(django_user_model, owner, 
     assert kinds() == ["session", None, "api_key", None]
     PerplexityAccount.objects.filter(user=owner).update(shared=True)
     assert kinds() == ["session", "shared", "shared", "shared"]  # the owner's link comes before a key
-
-
-async def test_asks_arriving_while_a_start_runs_go_together_and_get_their_own_results():
-    batches, gate = [], threading.Event()
-
-    def work(items: list) -> list:
-        batches.append(list(items))
-        if len(batches) == 1:
-            gate.wait(5)  # the first start is slow: everyone else arrives meanwhile
-        return [f"started {item}" for item in items]
-
-    gathered = starts.Gathered(work)
-    first = asyncio.ensure_future(gathered("a"))
-    await asyncio.sleep(0.05)
-    rest = [asyncio.ensure_future(gathered(item)) for item in "bcd"]
-    await asyncio.sleep(0.05)
-    gate.set()
-    assert await first == "started a"
-    assert await asyncio.gather(*rest) == ["started b", "started c", "started d"]
-    assert batches == [["a"], ["b", "c", "d"]]
-    assert await gathered("e") == "started e"  # and the next one on its own
-
-
-async def test_a_failed_start_reaches_everyone_in_it_and_the_next_one_works():
-    gate, calls = threading.Event(), []
-
-    def work(items: list) -> list:
-        calls.append(items)
-        if len(calls) == 1:
-            gate.wait(5)
-            return ["first"]
-        if len(calls) == 2:
-            raise RuntimeError("database is locked")
-        return ["fine"] * len(items)
-
-    gathered = starts.Gathered(work)
-    first = asyncio.ensure_future(gathered(1))
-    await asyncio.sleep(0.05)
-    failing = [asyncio.ensure_future(gathered(n)) for n in (2, 3)]
-    gone = asyncio.ensure_future(gathered(4))  # its socket closes while it waits
-    await asyncio.sleep(0.05)
-    gone.cancel()
-    gate.set()
-    assert await first == "first"
-    for task in failing:
-        with pytest.raises(RuntimeError, match="database is locked"):
-            await task
-    assert gone.cancelled()
-    assert await gathered(5) == "fine"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,16 +105,17 @@ async def test_people_asking_at_the_same_moment_each_get_their_own_answer(
 
 
 @pytest.mark.django_db
-def test_one_bad_ask_does_not_spoil_the_others_in_its_trip(owner, member):
+def test_a_bad_ask_gets_its_sentence_and_the_next_one_starts(owner, member):
     link(member)
-    prepared = starts.prepare_many(
-        [
-            (owner, _as_querydict({"q": "x", "thread": str(10**30)})),  # past any database's integer
-            (owner, _as_querydict({"q": "x", "thread": "the first one"})),
-            (owner, _as_querydict({"q": ""})),
-            (member, _as_querydict({"q": "fine"})),
+    prepared = [
+        starts.prepare(person, _as_querydict(data))
+        for person, data in [
+            (owner, {"q": "x", "thread": str(10**30)}),  # past any database's integer
+            (owner, {"q": "x", "thread": "the first one"}),
+            (owner, {"q": ""}),
+            (member, {"q": "fine"}),
         ]
-    )
+    ]
     assert prepared[:3] == ["That conversation was not found."] * 2 + ["Type a question first."]
     entry, request, preloaded = prepared[3]
     assert entry.question == request.query == "fine" and preloaded["credential"].kind == "session"
@@ -198,9 +128,10 @@ def test_someone_removed_with_their_socket_open_starts_nothing_and_the_others_st
     link(owner)
     stale = type(member).objects.get(pk=member.pk)  # what their open socket still holds
     remove_member(owner, member.pk)
-    prepared = starts.prepare_many(
-        [(stale, _as_querydict({"q": "still here?"})), (owner, _as_querydict({"q": "fine"}))]
-    )
+    prepared = [
+        starts.prepare(stale, _as_querydict({"q": "still here?"})),
+        starts.prepare(owner, _as_querydict({"q": "fine"})),
+    ]
     assert prepared[0] == "Your pplxweb account was removed, so nothing was started."
     assert prepared[1][0].question == "fine"
     assert list(Entry.objects.values_list("question", flat=True)) == ["fine"]
@@ -258,11 +189,9 @@ def test_a_follow_up_and_deleting_its_threads_last_entry_at_the_same_moment_both
 
 
 @pytest.mark.django_db(transaction=True)
-def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_trip(
-    owner, member, monkeypatch
-):
-    """The removal commits after the trip read everyone's defaults: the member's rows would
-    break the shared commit. The trip is judged again and only the member is refused."""
+def test_someone_removed_between_the_checks_and_the_commit_is_told_so(owner, member, monkeypatch):
+    """The removal commits after the start read the member's defaults: their row would break
+    the commit. The start is judged again and the member is refused with the sentence."""
     from django.db import connections
 
     from accounts.services import remove_member
@@ -284,10 +213,11 @@ def test_someone_removed_between_the_checks_and_the_commit_does_not_spoil_the_tr
         return found
 
     monkeypatch.setattr(asking, "defaults_for_many", defaults_then_removal)
-    prepared = starts.prepare_many(
-        [(member, _as_querydict({"q": "mine"})), (owner, _as_querydict({"q": "fine"}))]
-    )
-    assert calls == [2, 1]  # judged twice: the second time the member was gone
+    prepared = [
+        starts.prepare(member, _as_querydict({"q": "mine"})),
+        starts.prepare(owner, _as_querydict({"q": "fine"})),
+    ]
+    assert calls == [1, 0, 1]  # the member's judged twice (the second time they were gone), the owner's once
     assert prepared[0] == "Your pplxweb account was removed, so nothing was started."
     assert prepared[1][0].question == "fine"
     assert list(Entry.objects.values_list("question", flat=True)) == ["fine"]

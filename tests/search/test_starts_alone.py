@@ -1,5 +1,5 @@
-"""Every ask in a gathered start is judged alone: a question is scrubbed before anything is
-written, and one ask's exception refuses that ask with a sentence while the others start."""
+"""Every ask is judged alone: a question is scrubbed before anything is written, and one ask's
+exception refuses that ask with a sentence while the others start."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ async def test_a_lone_surrogate_in_one_question_breaks_nobodys_start(
         await sync_to_async(link)(person)
     serve(upstream, *(Paced(answer_stream([f"answer {n}"])) for n in range(2)))
     sockets = [await connect(person) for person in (owner, member)]
-    # sent together: both starts go in one trip to the database
     await sockets[0].send_to(text_data=json.dumps({"q": "bad \ud800 and \u0000 nul"}))
     await sockets[1].send_to(text_data=json.dumps({"q": "a fine question"}))
     for socket in sockets:
@@ -50,7 +49,7 @@ def test_an_exception_for_one_ask_refuses_it_alone(owner, member, monkeypatch, c
 
     monkeypatch.setattr(asking, "_new_entry", failing)
     batch = [(owner, _as_querydict({"q": "one"})), (member, _as_querydict({"q": "boom"})), (owner, _as_querydict({"q": "two"}))]  # fmt: skip
-    one, boom, two = starts.prepare_judged_alone(batch)
+    one, boom, two = [starts.prepare(person, data) for person, data in batch]
     assert boom == starts.NOT_STARTED
     assert one[0].question == "one" and two[0].question == "two"
     assert sorted(Entry.objects.values_list("question", flat=True)) == ["one", "two"]
@@ -70,8 +69,9 @@ def test_a_request_that_cannot_be_built_fails_its_entry_and_starts_the_others(ow
         return build(entry, new_thread)
 
     monkeypatch.setattr(asking, "build_request", failing)
-    boom, fine = starts.prepare_judged_alone(
-        [(owner, _as_querydict({"q": "boom"})), (member, _as_querydict({"q": "fine"}))]
+    boom, fine = (
+        starts.prepare(owner, _as_querydict({"q": "boom"})),
+        starts.prepare(member, _as_querydict({"q": "fine"})),
     )
     assert boom == starts.NOT_STARTED and fine[0].question == "fine"
     failed = Entry.objects.get(question="boom")

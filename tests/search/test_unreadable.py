@@ -48,9 +48,8 @@ def test_a_start_with_an_unreadable_sign_in_writes_nothing_and_the_others_start(
     link(owner, unreadable=True)
     link(member)
     with caplog.at_level(logging.ERROR):
-        mine, theirs = starts.prepare_many(
-            [(owner, _as_querydict({"q": "mine"})), (member, _as_querydict({"q": "theirs"}))]
-        )
+        mine = starts.prepare(owner, _as_querydict({"q": "mine"}))
+        theirs = starts.prepare(member, _as_querydict({"q": "theirs"}))
     assert mine == f"{UNREADABLE} Nothing was started."
     assert theirs[0].question == "theirs" and theirs[2]["credential"].kind == "session"
     assert list(Entry.objects.values_list("question", flat=True)) == ["theirs"]

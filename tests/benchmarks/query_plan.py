@@ -1,0 +1,108 @@
+"""Benchmark: the full-text search's query plan at 100,000 entries, on SQLite (FTS5) or, with
+DATABASE_URL set, PostgreSQL.
+
+    .venv/bin/python -m tests.benchmarks.query_plan [ENTRIES]
+    DATABASE_URL=postgres://... .venv/bin/python -m tests.benchmarks.query_plan   # a scratch database
+
+Makes 2,000 answers as the history benchmark does and copies them (SQL, so the full-text
+triggers or the expression index see every row) up to ENTRIES for one person, then prints the
+plan of the search's statements and the time of a search for one, two and three common words.
+Not a test: it only prints figures.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-bench-"))
+os.environ["DJANGO_SETTINGS_MODULE"] = (
+    "tests.settings" if not os.environ.get("DATABASE_URL") else "pplxweb.settings"
+)
+
+
+def grow(count: int) -> None:
+    """Copy the entries onto themselves until there are `count`."""
+    from django.db import connection
+
+    from search.models import Entry
+
+    columns = [f.column for f in Entry._meta.concrete_fields if f.column != "id"]
+    names = ", ".join(connection.ops.quote_name(c) for c in columns)
+    with connection.cursor() as cursor:
+        while (have := Entry.objects.count()) < count:
+            cursor.execute(
+                f"INSERT INTO search_entry ({names}) SELECT {names} FROM search_entry "  # noqa: S608 - column names
+                f"ORDER BY id LIMIT {min(have, count - have)}"
+            )
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE search_entry")
+
+
+def plans(user, text: str) -> list[str]:
+    from django.db import connection
+
+    from search.history import query
+
+    q = query.fts5_query(text)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "EXPLAIN QUERY PLAN SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET %s",
+                [q, query.CANDIDATES - 1],
+            )
+            out = ["candidates: " + " / ".join(row[-1] for row in cursor.fetchall())]
+            cursor.execute(
+                "EXPLAIN QUERY PLAN SELECT f.rowid FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid "
+                "WHERE search_entry_fts MATCH %s AND f.rowid >= %s AND e.user_id = %s ORDER BY f.rank, f.rowid DESC "
+                "LIMIT 20",
+                [q, 0, user.pk],
+            )
+            return [*out, "ranked page: " + " / ".join(row[-1] for row in cursor.fetchall())]
+        ws = query.words(text)
+        terms = " & ".join([*ws[:-1], f"{ws[-1]}:*"])
+        document = "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS OFF) SELECT e.id FROM search_entry e, to_tsquery('simple', %s) q "  # noqa: S608
+            f"WHERE e.user_id = %s AND {document} @@ q ORDER BY ts_rank({document}, q) DESC, e.id DESC LIMIT 20",
+            [terms, user.pk],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from search.history import query
+    from tests.benchmarks.history import populate
+
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    user = populate(2_000)
+    grow(count)
+    print(f"{connection.vendor}: {count:,} entries in {time.perf_counter() - started:.0f} s", flush=True)
+    for text in ("paris", "solar battery", "music piano film"):
+        print(f"\n{text!r}:")
+        for line in plans(user, text):
+            print("  " + line)
+        samples = []
+        for _ in range(10):
+            began = time.perf_counter()
+            found = query.search(user, query.Filters(text=text))
+            samples.append((time.perf_counter() - began) * 1000)
+        print(
+            f"  search(): {len(found)} results, median {statistics.median(samples):.1f} ms, max {max(samples):.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
