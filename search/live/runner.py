@@ -26,7 +26,7 @@ from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import images
-from search.live import asking, fragments, liveness, outcome, terminate
+from search.live import asking, fragments, liveness, outcome, questions, terminate
 from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
 from search.live.outcome import RunState
@@ -76,6 +76,7 @@ class Run(RunState):
     client: Any = None  # the upstream client while the answer streams (to answer a question)
     rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
+    clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
 
     @property
@@ -127,7 +128,10 @@ class Run(RunState):
 
     def _image_saved(self) -> None:
         if not self.finishing:  # show it now (the final update will anyway)
-            self._trailing = asyncio.ensure_future(self.update())
+            self.update_soon()
+
+    def update_soon(self) -> None:
+        self._trailing = asyncio.ensure_future(self.update())
 
     async def update(self, final: bool = False) -> None:
         async with self._lock:
@@ -163,7 +167,7 @@ class Run(RunState):
             if message.get("type") == "run.stop":
                 self.cancel(stop=True)
             elif message.get("type") == "run.clarify":
-                self.clarify([str(a) for a in message.get("answers") or []])
+                questions.answer(self, [str(a) for a in message.get("answers") or []])
             elif message.get("type") == "run.sync" and message.get("reply_to"):
                 self._syncs.append(message["reply_to"])
                 if self.status != Entry.Status.RUNNING or self.result is None:
@@ -291,27 +295,6 @@ class Run(RunState):
             )
         await self.finish()
 
-    def clarify(self, answers: list[str]) -> None:
-        """Answer the clarifying questions the run waits on, one answer per question ("" for
-        one left open; all empty skips them: Perplexity goes on by itself after its countdown,
-        and no client knows a call that skips sooner)."""
-        question = self.result.question if self.result else None
-        if question is None or question.key in self.clarified:
-            return
-        self.clarified.add(question.key)
-        pairs = [(ask.text, answer) for ask, answer in zip(question.asks, answers, strict=False) if answer]
-        if pairs and self.client is not None:
-            self._clarifying = asyncio.ensure_future(self._send_answers(question.key, pairs))
-        self._trailing = asyncio.ensure_future(self.update())
-
-    async def _send_answers(self, key: str, pairs: list[tuple[str, str]]) -> None:
-        try:
-            await self.client.answer_question(key, pairs)
-        except PerplexityError as exc:
-            log.warning(
-                "answering the clarifying question of entry %s failed: %s", self.entry_id, exc.message
-            )
-
     async def refresh_catalogue(self) -> None:
         """The model catalogue is refreshed daily, after a search that used a session (the end's
         trip to the database said whether it is due)."""
@@ -394,7 +377,7 @@ async def clarify(entry_id: int, answers: list[str]) -> None:
     """Answer (or, with no answers, skip) a running answer's clarifying questions, wherever it runs."""
     run = RUNS.get(entry_id)
     if run is not None:
-        run.clarify(answers)
+        questions.answer(run, answers)
     else:
         await get_channel_layer().group_send(
             control_group(entry_id), {"type": "run.clarify", "answers": answers}
