@@ -174,21 +174,27 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
 
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
+    # As on SQLite, only the newest CANDIDATES matches are ranked; the document is the stored
+    # search_document column (migration 0012), so neither the match nor the rank recomputes it,
+    # and only the page's rows get headlines.
     terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
-    document = (
-        "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
-    )
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
     sql = f"""
+        WITH q AS (SELECT to_tsquery('simple', %s) AS q),
+        candidates AS (
+            SELECT e.id, e.search_document FROM search_entry e, q
+            WHERE e.user_id = %s AND e.search_document @@ q.q
+            ORDER BY e.id DESC LIMIT {CANDIDATES}),
+        ranked AS (
+            SELECT c.id, ts_rank(c.search_document, q.q) AS rank FROM candidates c, q
+            ORDER BY rank DESC, c.id DESC LIMIT %s OFFSET %s)
         SELECT e.id,
-               ts_headline('simple', e.question, q, %s),
-               ts_headline('simple', left(e.answer, 20000), q, %s)
-        FROM search_entry e, to_tsquery('simple', %s) q
-        WHERE e.user_id = %s AND {document} @@ q
-        ORDER BY ts_rank({document}, q) DESC, e.id DESC
-        LIMIT %s OFFSET %s"""  # noqa: S608 - the expression is a constant; values are parameters
+               ts_headline('simple', e.question, q.q, %s),
+               ts_headline('simple', left(e.answer, 20000), q.q, %s)
+        FROM ranked r JOIN search_entry e ON e.id = r.id, q
+        ORDER BY r.rank DESC, r.id DESC"""  # noqa: S608 - CANDIDATES is a constant; values are parameters
     with connection.cursor() as cursor:
-        cursor.execute(sql, [options, options, terms, user.pk, size, offset])
+        cursor.execute(sql, [terms, user.pk, size, offset, options, options])
         return cursor.fetchall()
 
 

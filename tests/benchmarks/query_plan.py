@@ -65,11 +65,10 @@ def plans(user, text: str) -> list[str]:
             return [*out, "ranked page: " + " / ".join(row[-1] for row in cursor.fetchall())]
         ws = query.words(text)
         terms = " & ".join([*ws[:-1], f"{ws[-1]}:*"])
-        document = "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
         cursor.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS OFF) SELECT e.id FROM search_entry e, to_tsquery('simple', %s) q "  # noqa: S608
-            f"WHERE e.user_id = %s AND {document} @@ q ORDER BY ts_rank({document}, q) DESC, e.id DESC LIMIT 20",
-            [terms, user.pk],
+            "EXPLAIN (ANALYZE, BUFFERS OFF) SELECT e.id FROM search_entry e, to_tsquery('simple', %s) q "
+            "WHERE e.user_id = %s AND e.search_document @@ q ORDER BY e.id DESC LIMIT %s",
+            [terms, user.pk, query.CANDIDATES],
         )
         return [row[0] for row in cursor.fetchall()]
 

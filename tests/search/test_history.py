@@ -302,6 +302,30 @@ def test_the_full_text_index_triggers_survive_every_migration():
     assert names == {"search_entry_fts_insert", "search_entry_fts_update", "search_entry_fts_delete"}
 
 
+def test_postgresql_searches_a_stored_document_with_its_index():
+    """The document is a stored generated column with the GIN index on it (migration 0012): a
+    common word's search neither matches nor ranks by computing every entry's to_tsvector."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite searches its FTS5 table")
+    from django.contrib.auth import get_user_model
+
+    from search.history import query
+
+    user = get_user_model().objects.create_user("pgfts", password="x" * 12)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'search_entry_fts'")
+        assert "gin (search_document)" in cursor.fetchone()[0]
+    entry = make(user, "volcanoes", status="completed")
+    Entry.objects.filter(pk=entry.pk).update(answer="Lava is molten rock.", report="Basalt flows.")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT search_document::text FROM search_entry WHERE id = %s", [entry.pk])
+        document = cursor.fetchone()[0]
+    assert "'molten'" in document and "'basalt'" in document and "'volcanoes'" in document
+    found = query.search(user, query.Filters(text="molten"))
+    assert [e.pk for e, _, _ in found] == [entry.pk]
+    assert "<mark>molten</mark>" in str(found[0][2])
+
+
 def test_a_running_answer_is_indexed_once_it_settles():
     """Progress saves of a running answer leave the FTS index alone (work per save would grow
     with the answer); the final save, or the sweep's status-only change, indexes it."""
