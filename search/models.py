@@ -111,6 +111,8 @@ class Entry(models.Model):
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
             # the library import's "is this turn here?" (upstream ids are unique per person)
             models.Index(fields=["user", "backend_uuid"], name="search_entry_user_upstream"),
+            # History's model list: each model of a person's answers, one index seek apiece
+            models.Index(fields=["user", "model"], name="search_entry_user_model"),
         ]
         verbose_name_plural = "entries"
 

@@ -458,3 +458,12 @@ def test_the_catalogue_is_read_once_from_its_cache(monkeypatch):
     cache = Cleared()
     monkeypatch.setattr(module, "_decoded", cache)
     assert module.catalogue()["models"]["m1"]["label"] == "One"
+
+
+def test_settings_says_just_now_not_0_minutes_ago(owner_client, owner, upstream):
+    link(owner_client)
+    PerplexityAccount.objects.filter(user=owner).update(last_search_at=timezone.now())
+    page = owner_client.get(reverse("accounts:settings")).content.decode()
+    assert "<dt>Last search</dt><dd>just now" in page and "0\xa0minutes ago" not in page
+    PerplexityAccount.objects.filter(user=owner).update(last_search_at=timezone.now() - timedelta(hours=3))
+    assert "3\xa0hours ago" in owner_client.get(reverse("accounts:settings")).content.decode()

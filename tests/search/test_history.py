@@ -637,3 +637,15 @@ def test_a_research_report_is_exported_found_and_imported_back(owner, member, ow
     copy = Entry.objects.get(user=member)
     assert copy.report == entry.report and copy.answer == entry.answer
     assert [e.pk for e, _, _ in history.search(member, history.Filters(text="extrapolated"))] == [copy.pk]
+
+
+def test_the_models_used_are_found_by_one_index_seek_each(owner, member):
+    from search.history.query import models_used
+
+    for n in range(30):
+        make(owner, f"q{n}", model=["gpt52", "turbo", "", "pplx_pro"][n % 4])
+    make(member, "theirs", model="claude48opusthinking")
+    with CaptureQueriesContext(connection) as queries:
+        assert models_used(owner) == ["gpt52", "pplx_pro", "turbo"]
+    assert len(queries) == 5  # the first id (""), then each next one, then none
+    assert "LIMIT 1" in queries[1]["sql"] and "DISTINCT" not in queries[1]["sql"]
