@@ -186,7 +186,7 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
     # As on SQLite, only the newest CANDIDATES matches are ranked; the document is the stored
-    # search_document column (migration 0012), so neither the match nor the rank recomputes it,
+    # search_document column (migration 0013), so neither the match nor the rank recomputes it,
     # and only the page's rows get headlines.
     terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"

@@ -303,7 +303,7 @@ def test_the_full_text_index_triggers_survive_every_migration():
 
 
 def test_postgresql_searches_a_stored_document_with_its_index():
-    """The document is a stored generated column with the GIN index on it (migration 0012): a
+    """The document is a stored generated column with the GIN index on it (migration 0013): a
     common word's search neither matches nor ranks by computing every entry's to_tsvector."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite searches its FTS5 table")

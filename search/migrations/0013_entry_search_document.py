@@ -35,6 +35,6 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("search", "0011_import_job")]
+    dependencies = [("search", "0012_entry_user_model")]
 
     operations = [migrations.RunPython(forward, backward)]
