@@ -169,21 +169,28 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
 
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
+    # As on SQLite, only the newest CANDIDATES matches are ranked: ranking every match of a
+    # common word computed each entry's document twice (at 100,000 entries, a sequential scan
+    # of all of them; docs/measurements-2026-12.md).
     terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
     document = (
         "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
     )
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
     sql = f"""
+        WITH candidates AS MATERIALIZED (
+            SELECT e.id FROM search_entry e
+            WHERE e.user_id = %s AND {document} @@ to_tsquery('simple', %s)
+            ORDER BY e.id DESC LIMIT %s
+        )
         SELECT e.id,
                ts_headline('simple', e.question, q, %s),
                ts_headline('simple', left(e.answer, 20000), q, %s)
-        FROM search_entry e, to_tsquery('simple', %s) q
-        WHERE e.user_id = %s AND {document} @@ q
+        FROM search_entry e JOIN candidates c ON c.id = e.id, to_tsquery('simple', %s) q
         ORDER BY ts_rank({document}, q) DESC, e.id DESC
         LIMIT %s OFFSET %s"""  # noqa: S608 - the expression is a constant; values are parameters
     with connection.cursor() as cursor:
-        cursor.execute(sql, [options, options, terms, user.pk, size, offset])
+        cursor.execute(sql, [user.pk, terms, CANDIDATES, options, options, terms, size, offset])
         return cursor.fetchall()
 
 

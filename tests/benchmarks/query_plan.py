@@ -66,10 +66,12 @@ def plans(user, text: str) -> list[str]:
         ws = query.words(text)
         terms = " & ".join([*ws[:-1], f"{ws[-1]}:*"])
         document = "to_tsvector('simple', e.question || ' ' || e.answer || ' ' || e.report || ' ' || e.sources::text)"
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS OFF) SELECT e.id FROM search_entry e, to_tsquery('simple', %s) q "  # noqa: S608
-            f"WHERE e.user_id = %s AND {document} @@ q ORDER BY ts_rank({document}, q) DESC, e.id DESC LIMIT 20",
-            [terms, user.pk],
+        cursor.execute(  # search.history.query._postgres_match without the headlines
+            f"EXPLAIN (ANALYZE, COSTS OFF) WITH c AS MATERIALIZED (SELECT e.id FROM search_entry e "  # noqa: S608
+            f"WHERE e.user_id = %s AND {document} @@ to_tsquery('simple', %s) ORDER BY e.id DESC LIMIT %s) "
+            f"SELECT e.id FROM search_entry e JOIN c ON c.id = e.id, to_tsquery('simple', %s) q "
+            f"ORDER BY ts_rank({document}, q) DESC, e.id DESC LIMIT 20",
+            [user.pk, terms, query.CANDIDATES, terms],
         )
         return [row[0] for row in cursor.fetchall()]
 
