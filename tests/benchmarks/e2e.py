@@ -22,7 +22,9 @@ Figures, for 1 and N at once (p50 / p95 in ms):
   stream to the update's arrival, over the same for the floor's arrival of that text (pplxweb's
   start apart);
 - first update over the floor: the first answer text's arrival through pplxweb minus its arrival
-  at the bare client, start included (socket message, database, upstream request);
+  at the bare client, start included (socket message, database, upstream request). The bare
+  client connects afresh for each search (a TLS handshake) while pplxweb reuses its connection
+  to the account's upstream (curl) or pays the same handshake (plain), so this can go below zero;
 - server CPU seconds per answer (the server's user + system time over the searches, divided);
 - server RSS: idle (after start and a first search, with nothing running) and peak (VmHWM).
 The final update (the whole answer rendered once more) brings no new text and is not counted.
