@@ -153,9 +153,8 @@ def start_search(
 def start_searches(asks: list[Ask]) -> list[Entry | SearchRefused | Http404]:
     """start_search for several asks at once, with the same outcome as one after another in the
     order given: in each ask's place its entry, or the SearchRefused or Http404 it would raise.
-
-    Many people starting at the same moment (their sockets' starts queue for the database) cost a
-    handful of statements together instead of a handful each.
+    (The sockets start one ask at a time, through start_search; several asks share the checks'
+    statements.)
     """
     # One write transaction for the checks and the rows. The rate-limit buckets are read first:
     # their row locks (SQLite: the write lock of BEGIN IMMEDIATE) make two tabs starting at the
