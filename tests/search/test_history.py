@@ -295,7 +295,7 @@ def test_history_page_query_count_does_not_grow_with_rows(owner_client, owner):
 
 def test_the_full_text_index_triggers_survive_every_migration():
     if connection.vendor != "sqlite":
-        pytest.skip("PostgreSQL searches an expression index; no triggers to keep")
+        pytest.skip("PostgreSQL searches a stored document column; no triggers to keep")
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'search_entry'")
         names = {row[0] for row in cursor.fetchall()}
@@ -326,11 +326,27 @@ def test_postgresql_searches_a_stored_document_with_its_index():
     assert "<mark>molten</mark>" in str(found[0][2])
 
 
+def test_suggestions_find_an_old_question_behind_many_newer_ones(monkeypatch):
+    """PostgreSQL looks at the newest entries first, then asks the question index (a word in no
+    recent question must not read every entry, and must still find an old one)."""
+    from django.contrib.auth import get_user_model
+
+    from search.history import query
+
+    monkeypatch.setattr(query, "CANDIDATES", 2)
+    user = get_user_model().objects.create_user("suggest", password="x" * 12)
+    old = make(user, "volcanoes of iceland")
+    newer = [make(user, f"bread recipe {n}") for n in range(3)]
+    assert [e.pk for e in query.suggestions(user, "volcan")] == [old.pk]
+    assert [e.pk for e in query.suggestions(user, "bread rec")] == [e.pk for e in reversed(newer)]
+    assert query.suggestions(user, "nowhere") == []
+
+
 def test_a_running_answer_is_indexed_once_it_settles():
     """Progress saves of a running answer leave the FTS index alone (work per save would grow
     with the answer); the final save, or the sweep's status-only change, indexes it."""
     if connection.vendor != "sqlite":
-        pytest.skip("PostgreSQL searches an expression index; no triggers to keep")
+        pytest.skip("PostgreSQL searches a stored document column; no triggers to keep")
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.create_user("fts", password="x" * 12)
