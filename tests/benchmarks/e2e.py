@@ -25,7 +25,10 @@ Figures, for 1 and N at once (p50 / p95 in ms):
   at the bare client, start included (socket message, database, upstream request). The bare
   client connects afresh for each search (a TLS handshake) while pplxweb reuses its connection
   to the account's upstream (curl) or pays the same handshake (plain), so this can go below zero;
-- server CPU seconds per answer (the server's user + system time over the searches, divided);
+- server CPU seconds per answer (the server's user + system time over the searches, divided),
+  and for one search also the bare client's own CPU per answer: what the transport alone costs
+  (a fresh connection each time; the server keeps its connection), the part of the server's
+  figure pplxweb cannot cut;
 - server RSS: idle (after start and a first search, with nothing running) and peak (VmHWM).
 The final update (the whole answer rendered once more) brings no new text and is not counted.
 Figures are for this machine with the fake, pplxweb and the clients on it: say the load
@@ -372,9 +375,11 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(through_pplxweb(server, cookies[0], "cold"))
         time.sleep(1.5)  # the idle collection after the last answer (pplxweb/collector.py)
         idle = memory_mb(server_proc.pid, "VmRSS")
-        pairs, cpus = [], []
+        pairs, cpus, bare_cpus = [], [], []
         for round_ in range(ROUNDS):
+            bare_before = time.process_time()  # this process runs the bare client alone here
             base = asyncio.run(floor(fake, impersonate))
+            bare_cpus.append(time.process_time() - bare_before)
             cpu_before = cpu_seconds(server_proc.pid)
             run = asyncio.run(through_pplxweb(server, cookies[0], f"one {round_}"))
             cpus.append(cpu_seconds(server_proc.pid) - cpu_before)
@@ -403,6 +408,7 @@ def main(argv: list[str] | None = None) -> None:
                 "first update over the floor p50": percentile(one["firsts"], 0.5),
                 "first update over the floor p95": percentile(one["firsts"], 0.95),
                 "server CPU s per answer": sum(cpus) / len(cpus),
+                "bare client CPU s per answer": sum(bare_cpus) / len(bare_cpus),
             },
             "crowd figures": {
                 "added latency per update p50": percentile(many["adds"], 0.5),
@@ -448,6 +454,10 @@ def report(result: dict) -> None:
         ("  added latency per update", both(one, "added latency per update")),
         ("  first update over the floor (start included)", both(one, "first update over the floor")),
         ("  server CPU s per answer", f"{one['server CPU s per answer']:.3f}"),
+        (
+            "  the bare client's CPU s per answer (same transport)",
+            f"{one['bare client CPU s per answer']:.3f}",
+        ),
         (
             f"{n} at once ({result['rounds']['crowd']} rounds), over the floor of {n} bare clients, p50 / p95 ms:",
             "",
