@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from search import images
 from search.attachments import archive as attachment_archive
+from search.display import catalogue_models, model_label
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
@@ -46,16 +47,18 @@ def _zip_name(entry: Entry, record: dict) -> str | None:
     return f"images/{entry.pk}-{record['n']}{path.suffix}" if path else None
 
 
-def thread_markdown(thread: Thread, in_zip: bool = False) -> str:
-    """The thread as Markdown; `in_zip`: it sits in the history zip's markdown/ folder, beside
-    images/ with the saved images, and shows them."""
+def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = None) -> str:
+    """The thread as Markdown, each answer's model by name as the page shows it (`models`: the
+    catalogue's, read once by the caller for many threads); `in_zip`: it sits in the history
+    zip's markdown/ folder, beside images/ with the saved images, and shows them."""
+    models = catalogue_models() if models is None else models
     lines = [f"# {thread.title}", ""]
     for entry in thread.entries.all():
+        model = f" · {model_label(entry.model, models)}" if entry.model else ""
         lines += [
             f"## {entry.question}",
             "",
-            f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}"
-            f"{' · ' + entry.model if entry.model else ''}*",
+            f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}*",
             "",
         ]
         lines += [_answer_with_footnotes(entry).strip() or "*(no answer)*", ""]
@@ -177,11 +180,12 @@ def history_zip(user) -> Iterator[bytes]:
         listing.write(json.dumps({"format": FORMAT, "exported": timezone.now().isoformat()})[:-1].encode())
         listing.write(b', "threads": [\n')
         separator = b""
+        models = catalogue_models()
         for thread in _threads_in_order(user):
             slug = re.sub(r"[^\w-]+", "-", thread.title.lower()).strip("-")[:60] or "thread"
             archive.writestr(
                 f"markdown/{thread.created:%Y-%m-%d}-{thread.pk}-{slug}.md",
-                thread_markdown(thread, in_zip=True),
+                thread_markdown(thread, in_zip=True, models=models),
             )
             listing.write(separator + json.dumps(thread_json(thread), ensure_ascii=False).encode())
             separator = b",\n"

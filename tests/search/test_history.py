@@ -182,11 +182,14 @@ def test_delete_one_a_selection_and_everything_needs_confirmation_and_post(owner
 
 def test_export_a_thread_as_markdown_and_json(owner_client, owner):
     entry = make(owner, "What is X?", answer="X is Y [1]. Not a source [7].", sources=[WIKI])
-    make(owner, "And Z?", answer="Z too.", thread=entry.thread)
+    make(owner, "And Z?", answer="Z too.", thread=entry.thread, model="gemini38flash")
     md = owner_client.get(reverse("search:export_thread", args=[entry.thread_id, "md"]))
     text = md.content.decode()
     assert md["Content-Disposition"].startswith("attachment")
     assert "## What is X?" in text and "## And Z?" in text
+    # each answer's model by name, as its page says it ("pplx_pro" is Perplexity's "Best")
+    assert " · completed · Best*" in text and " · completed · Gemini 3.8 Flash*" in text
+    assert "pplx_pro" not in text and "gemini38flash" not in text
     assert "X is Y [^1]. Not a source [7]." in text
     assert "[^1]: [Paris - Wikipedia](https://en.wikipedia.org/wiki/Paris)" in text and "- r?" in text
     data = owner_client.get(reverse("search:export_thread", args=[entry.thread_id, "json"])).json()
@@ -392,7 +395,8 @@ def test_the_history_zip_is_sent_while_it_is_written(owner, monkeypatch):
     parts = export.history_zip(owner)
     with CaptureQueriesContext(connection) as read:
         first = next(parts)
-    assert first.startswith(b"PK") and len(read) == 3  # two threads, their entries and files, no more
+    # the catalogue (for model names, once), two threads, their entries and files, no more
+    assert first.startswith(b"PK") and len(read) == 4
     archive = zipfile.ZipFile(io.BytesIO(first + b"".join(parts)))
     assert archive.testzip() is None
     assert sum(n.startswith("markdown/") for n in archive.namelist()) == 5
