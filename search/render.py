@@ -44,7 +44,7 @@ ATTRIBUTES = {
     "code": {"class"},
     **{f"h{n}": {"id"} for n in range(1, 7)},  # a report's headings, for its contents list
 }
-CITE_CLASSES = {"cite-site", "cite-card", "cite-title", "cite-host", "cite-snippet"}
+PUNCTUATION = re.compile(r"[.,;:!?)\]\u2019\u201d\u00bb]+")  # what follows a citation on its line
 HEADING_SHIFT = 2  # the question is an h2: an answer's `#` is an h3
 
 
@@ -134,19 +134,29 @@ def _citations(state: StateCore) -> None:
 def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -> list[Token]:
     """Each `[n]` with an http(s) source becomes a chip: the site's name (its number when several
     stand together, "[1][2]"), and a card with the title, site and snippet shown on hover or
-    focus. The link's own name is what a screen reader says: "source 3: title, site"."""
+    focus. The link's own name is what a screen reader says: "source 3: title, site". Chips
+    followed by punctuation ("Paris[1].") are held together with it (`cite-run`), so a line
+    never starts with the lone "."."""
     out: list[Token] = []
     last = 0
     matches = [m for m in CITATION.finditer(token.content) if _cited(sources, int(m.group(1)))]
-    for i, match in enumerate(matches):
-        n = int(match.group(1))
-        together = (i > 0 and matches[i - 1].end() == match.start()) or (
-            i + 1 < len(matches) and matches[i + 1].start() == match.end()
-        )
-        if match.start() > last:
-            out.append(_text(token.content[last : match.start()]))
-        out += _chip(n, sources[n - 1], together, cards)
-        last = match.end()
+    runs: list[list[re.Match]] = []  # chips standing together, "[1][2]"
+    for match in matches:
+        if runs and runs[-1][-1].end() == match.start():
+            runs[-1].append(match)
+        else:
+            runs.append([match])
+    for run in runs:
+        if run[0].start() > last:
+            out.append(_text(token.content[last : run[0].start()]))
+        numbers = [int(m.group(1)) for m in run]
+        chips = [t for n in numbers for t in _chip(n, sources[n - 1], len(numbers) > 1, cards)]
+        last = run[-1].end()
+        punctuation = PUNCTUATION.match(token.content, last)
+        if punctuation:
+            chips = [_html('<span class="cite-run">'), *chips, _text(punctuation.group()), _html("</span>")]
+            last = punctuation.end()
+        out += chips
     if last == 0:
         return [token]
     if last < len(token.content):
@@ -177,9 +187,14 @@ def _chip(n: int, source: Any, numbered: bool, cards: bool = True) -> list[Token
             + "</span>"
         )
     )
-    html = Token("html_inline", "", 0)
-    html.content = f'<span class="cite-site">{escape(str(n) if numbered else info["site"])}</span>{card}'
-    return [link, html, Token("link_close", "a", -1)]
+    site = _html(f'<span class="cite-site">{escape(str(n) if numbered else info["site"])}</span>{card}')
+    return [link, site, Token("link_close", "a", -1)]
+
+
+def _html(content: str) -> Token:
+    token = Token("html_inline", "", 0)
+    token.content = content
+    return token
 
 
 def _text(content: str) -> Token:

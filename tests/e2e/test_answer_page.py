@@ -11,7 +11,7 @@ import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, control
+from tests.e2e.conftest import ARTIFACTS, ROOT, control
 from tests.e2e.rich_answer import FIXTURE
 from tests.e2e.test_journeys import PHONE, ask, first_run, link
 
@@ -353,3 +353,36 @@ async def test_the_history_page(page, pplxweb_server):
     assert options == ["Any model", "Best", "Claude Opus 4.8 Thinking", "Gemini 3.8 Flash", "GPT-5.2"]
     await shoot(page, "history-filters")
     assert page.console_errors == []
+
+
+LONE_PUNCTUATION = """() => [...document.querySelectorAll('.answer a.cite')].filter(chip => {
+  const after = chip.parentElement.classList.contains('cite-run') ? chip.nextSibling : null;
+  if (!after || after.nodeType !== Node.TEXT_NODE) return false;
+  const range = document.createRange();
+  range.setStart(after, 0);
+  range.setEnd(after, 1);
+  return Math.abs(range.getBoundingClientRect().top - chip.getBoundingClientRect().top) > 8; }).length"""
+
+
+async def test_a_citations_punctuation_never_starts_a_line(page):
+    """At every width from a small phone to a narrow desktop, the "." or "," after a chip stays on
+    the chip's line (the page's own stylesheet; without its `cite-run` rule, several of these
+    widths put one alone at a line's start)."""
+    from search.render import render_answer
+
+    sources = [{"url": f"https://site{n}.example/page", "title": f"Source {n}"} for n in range(1, 4)]
+    html = render_answer(
+        "Paris is the capital and most populous city of France [1]. With an estimated population "
+        "of 2.1 million residents in an area of more than 105 km² [2][3], Paris is the fourth-most "
+        "populous city in the European Union [1]. It is a centre of finance, diplomacy, commerce, "
+        "culture [2], fashion, and gastronomy [3].\n\n- Area: 105 km² [1]; metro much larger [2].",
+        sources,
+    )
+    css = (ROOT / "static" / "pplxweb.css").read_text()
+    runs = checked = 0
+    for width in range(280, 700, 3):
+        await page.set_viewport_size({"width": width, "height": 700})
+        await page.set_content(f"<style>{css}</style><article class='answer'>{html}</article>")
+        runs += await page.evaluate(LONE_PUNCTUATION)
+        checked += 1
+    assert checked == 140 and runs == 0

@@ -250,3 +250,13 @@ def test_a_rewrite_of_text_already_sent_as_blocks_sends_the_whole_answer_again()
     assert len(rewritten) == 1 and 'id="entry-7-answer"' in rewritten[0]
     assert "Final paragraph." in rewritten[0] and "First" not in rewritten[0]
     assert stream.shows("Final paragraph.\n\nSecond, more")
+
+
+def test_a_citation_keeps_the_punctuation_after_it_on_its_line():
+    html = render_answer(
+        "Paris is the capital [1]. Lyon [1][3], then Nice [3]\u201d and more [1] here", SOURCES
+    )
+    assert re.search(r'<span class="cite-run"><a [^>]*class="cite"[^>]*>.*?</a>\.</span> Lyon', html)
+    assert re.search(r'<span class="cite-run">(<a [^>]*class="cite".*?</a>){2},</span> then', html)
+    assert re.search(r"</a>\u201d</span> and more", html)
+    assert html.count('class="cite-run"') == 3  # "[1] here": nothing to hold, no run
