@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Count
 from django.http import Http404
 from django.utils import timezone
 
@@ -17,7 +15,7 @@ from accounts import ratelimit
 from accounts.models import SearchDefaults
 from accounts.services import Credential, credentials_for, credentials_for_many
 from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
-from search import attachments
+from search import attachments as attachments_module
 from search.display import catalogue_models
 from search.models import RUNNER, Entry, Thread
 
@@ -45,19 +43,13 @@ def defaults_for(user) -> SearchDefaults:
     return defaults
 
 
-def defaults_for_many(users: list) -> dict[int, SearchDefaults]:
-    """defaults_for of several people, by their pk, in one statement once they all have them.
-    Someone who no longer exists (removed while their socket stayed open) is left out."""
-    found = {d.user_id: d for d in SearchDefaults.objects.filter(user__in=[u.pk for u in users])}
-    missing = [user for user in users if user.pk not in found]
-    if missing:  # a first search, or someone removed (their defaults went with them)
-        existing = set(
-            get_user_model().objects.filter(pk__in=[u.pk for u in missing]).values_list("pk", flat=True)
-        )
-        for user in missing:
-            if user.pk in existing:
-                found[user.pk] = defaults_for(user)
-    return found
+def defaults_of_member(user) -> SearchDefaults | None:
+    """defaults_for, or None for someone who no longer exists (removed while their socket stayed
+    open: their defaults went with them)."""
+    defaults = SearchDefaults.objects.filter(user=user.pk).first()
+    if defaults is None and get_user_model().objects.filter(pk=user.pk).exists():
+        defaults = defaults_for(user)  # a first search
+    return defaults
 
 
 def options_as_json(options: AskOptions) -> dict:
@@ -124,17 +116,6 @@ def options_from_json(data) -> AskOptions:
     )
 
 
-@dataclass(frozen=True)
-class Ask:
-    """One search someone asked for: who, what, how, and in which conversation (None: a new one)."""
-
-    user: object
-    question: str
-    options: AskOptions
-    thread_id: int | None = None
-    attachments: tuple = ()  # its files (search.models.Attachment), already on Perplexity
-
-
 def start_search(
     user, question: str, options: AskOptions, thread_id: int | None = None, attachments: tuple = ()
 ) -> Entry:
@@ -144,100 +125,45 @@ def start_search(
     before the entry exists, and no transaction is open while it runs. Raises SearchRefused
     (a limit) or Http404 (not their conversation).
     """
-    started = start_searches([Ask(user, question, options, thread_id, tuple(attachments))])[0]
-    if isinstance(started, Exception):
-        raise started
-    return started
-
-
-def start_searches(asks: list[Ask]) -> list[Entry | SearchRefused | Http404]:
-    """start_search for several asks at once, with the same outcome as one after another in the
-    order given: in each ask's place its entry, or the SearchRefused or Http404 it would raise.
-    (The sockets start one ask at a time, through start_search; several asks share the checks'
-    statements.)
-    """
-    # One write transaction for the checks and the rows. The rate-limit buckets are read first:
-    # their row locks (SQLite: the write lock of BEGIN IMMEDIATE) make two tabs starting at the
+    # One write transaction for the checks and the rows. The rate-limit bucket is read first:
+    # its row lock (SQLite: the write lock of BEGIN IMMEDIATE) makes two tabs starting at the
     # same moment count running searches one after the other; a refusal takes no token.
-    users = {ask.user.pk: ask.user for ask in asks}
     with transaction.atomic():
-        buckets = ratelimit.Held("search", [str(pk) for pk in users], PER_MINUTE, timedelta(minutes=1))
-        running = dict(
-            Entry.objects.filter(user__in=list(users), status=Entry.Status.RUNNING)
-            .values_list("user")
-            .annotate(n=Count("pk"))
+        bucket = ratelimit.Held("search", [str(user.pk)], PER_MINUTE, timedelta(minutes=1))
+        verdict = bucket.verdict(str(user.pk))
+        if not verdict.allowed:
+            raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+        running = Entry.objects.filter(user=user, status=Entry.Status.RUNNING).count()
+        if running >= MAX_RUNNING:
+            raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
+        thread = _conversation(user, question, thread_id)
+        bucket.take(str(user.pk))
+        bucket.save()
+        entry = Entry.objects.create(
+            thread=thread,
+            user=user,
+            question=question,
+            options=options_as_json(options),
+            model_asked=options.model,
+            runner=RUNNER,
+            heartbeat=timezone.now(),
         )
-        # Followed-up threads are locked until the entries are in: a tab deleting the thread's
-        # last entry at the same moment then sees the new one and keeps the thread (PostgreSQL;
-        # SQLite's write lock already orders the two).
-        wanted = {ask.thread_id for ask in asks if ask.thread_id}
-        threads = (
-            {t.pk: t for t in Thread.objects.select_for_update().filter(pk__in=wanted)} if wanted else {}
-        )
-        outcomes: list = []
-        for ask in asks:
-            outcome = _judge(ask, buckets, running.get(ask.user.pk, 0), threads)
-            if not isinstance(outcome, Exception):
-                buckets.take(str(ask.user.pk))
-                running[ask.user.pk] = running.get(ask.user.pk, 0) + 1
-            outcomes.append(outcome)
-        buckets.save()
-        return _write_entries(asks, outcomes)
+        attachments_module.link(entry, list(attachments))
+        if thread_id:  # a follow-up moves its thread to the top
+            Thread.objects.filter(pk=thread_id).update(updated=timezone.now())
+        return entry
 
 
-def _judge(ask: Ask, buckets: ratelimit.Held, running: int, threads: dict) -> Thread | Exception | None:
-    """The ask's conversation (None: a new one), or why it is refused."""
-    verdict = buckets.verdict(str(ask.user.pk))
-    if not verdict.allowed:
-        return SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
-    if running >= MAX_RUNNING:
-        return SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
-    if not ask.thread_id:
-        return None
-    thread = threads.get(ask.thread_id)
-    if thread is None or thread.user_id != ask.user.pk:
-        return Http404("No Thread matches the given query.")
+def _conversation(user, question: str, thread_id: int | None) -> Thread:
+    """The person's thread to follow up, locked until the entry is in (a tab deleting its last
+    entry at the same moment then sees the new one and keeps the thread; PostgreSQL, as SQLite's
+    write lock already orders the two), or a new one. Http404 when it is not theirs."""
+    if not thread_id:
+        return Thread.objects.create(user=user, title=question[:300])
+    thread = Thread.objects.select_for_update().filter(pk=thread_id, user=user).first()
+    if thread is None:
+        raise Http404("No Thread matches the given query.")
     return thread
-
-
-def _write_entries(asks: list[Ask], outcomes: list) -> list[Entry | SearchRefused | Http404]:
-    """The entries (and new threads) of the asks judged fine, written in two statements."""
-    now = timezone.now()
-    fresh = [
-        (i, Thread(user=ask.user, title=ask.question[:300]))
-        for i, (ask, outcome) in enumerate(zip(asks, outcomes, strict=True))
-        if outcome is None
-    ]
-    Thread.objects.bulk_create([thread for _, thread in fresh])
-    for i, thread in fresh:
-        outcomes[i] = thread
-    started = [
-        (i, _new_entry(ask, outcome, now))
-        for i, (ask, outcome) in enumerate(zip(asks, outcomes, strict=True))
-        if isinstance(outcome, Thread)
-    ]
-    Entry.objects.bulk_create([entry for _, entry in started])
-    for i, entry in started:
-        attachments.link(entry, list(asks[i].attachments))
-    # a follow-up moves its thread to the top (a new one was just created)
-    followed = {asks[i].thread_id for i, _ in started if asks[i].thread_id}
-    if followed:
-        Thread.objects.filter(pk__in=followed).update(updated=timezone.now())
-    for i, entry in started:
-        outcomes[i] = entry
-    return outcomes
-
-
-def _new_entry(ask: Ask, thread: Thread, now) -> Entry:
-    return Entry(
-        thread=thread,
-        user=ask.user,
-        question=ask.question,
-        options=options_as_json(ask.options),
-        model_asked=ask.options.model,
-        runner=RUNNER,
-        heartbeat=now,
-    )
 
 
 def previous_turn(entry: Entry) -> Entry | None:
@@ -273,12 +199,8 @@ def run_needs(user) -> tuple[dict, Credential]:
     return catalogue_models(), credentials_for(user)
 
 
-def preloads(users: list, models: dict) -> dict[int, dict]:
-    """What the runs of several people need from the database, by their pk, read by a caller
-    already on the database thread (`launch(..., **preloads(...)[user.pk])`); a missing credential
-    is left for the run to report."""
-    chosen = credentials_for_many(users)
-    return {
-        pk: {"models": models, "credential": credential} if credential else {}
-        for pk, credential in chosen.items()
-    }
+def preload(user, models: dict) -> dict:
+    """What a run needs from the database, read by a caller already on the database thread
+    (`launch(..., **preload(...))`); empty without a credential (the start refuses then)."""
+    credential = credentials_for_many([user])[user.pk]
+    return {"models": models, "credential": credential} if credential else {}

@@ -40,7 +40,7 @@ def _prepare(user, data: QueryDict):
     if not form.is_valid():
         return " ".join(str(e) for errors in form.errors.values() for e in errors)
     try:  # someone whose stored sign-in does not open starts nothing (no row)
-        preloaded = asking.preloads([user], catalogue_models(current)).get(user.pk)
+        preloaded = asking.preload(user, catalogue_models(current))
     except DecryptionError as exc:
         log.error("search by user %s not started: %s", user.pk, exc)
         return f"{UNREADABLE} Nothing was started."
@@ -58,7 +58,7 @@ def _prepare(user, data: QueryDict):
 def _start(user, data: QueryDict, form: SearchForm, preloaded: dict | None) -> Entry | str:
     """The entry written, or a sentence: removed from the household (their open socket stays:
     no row may be written), no credential at all, files not ready, a limit, not their thread."""
-    defaults = asking.defaults_for_many([user]).get(user.pk)
+    defaults = asking.defaults_of_member(user)
     if defaults is None:
         return REMOVED
     if not preloaded:

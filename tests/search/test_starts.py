@@ -1,5 +1,5 @@
-"""Search starts: several asks written together end as one after another would; each socket's
-start is its own, and people asking at the same moment each get their own answer."""
+"""Search starts: limits and conversations checked in one transaction; each socket's start is its
+own, and people asking at the same moment each get their own answer."""
 
 from __future__ import annotations
 
@@ -26,22 +26,18 @@ def link(user) -> PerplexityAccount:
 
 
 @pytest.mark.django_db
-def test_asks_started_together_end_as_one_after_another_would(owner, member):
+def test_starts_check_limits_and_conversations(owner, member):
     mine = asking.start_search(member, "mine", AskOptions())
     theirs = asking.start_search(owner, "theirs", AskOptions())
     Entry.objects.update(status="completed")
-    batch = [
-        asking.Ask(owner, "one", AskOptions()),
-        asking.Ask(member, "follow-up", AskOptions(), thread_id=mine.thread_id),
-        asking.Ask(owner, "two", AskOptions()),
-        asking.Ask(owner, "three", AskOptions()),  # the owner's third: two are running
-        asking.Ask(member, "sneak", AskOptions(), thread_id=theirs.thread_id),  # not the member's
-    ]
-    one, follow_up, two, three, sneak = asking.start_searches(batch)
-    assert [one.question, two.question, follow_up.question] == ["one", "two", "follow-up"]
+    one = asking.start_search(owner, "one", AskOptions())
+    follow_up = asking.start_search(member, "follow-up", AskOptions(), thread_id=mine.thread_id)
+    two = asking.start_search(owner, "two", AskOptions())
+    with pytest.raises(asking.SearchRefused, match="You have 2 searches running"):
+        asking.start_search(owner, "three", AskOptions())
+    with pytest.raises(Http404):  # not the member's conversation
+        asking.start_search(member, "sneak", AskOptions(), thread_id=theirs.thread_id)
     assert one.thread_id != two.thread_id and follow_up.thread_id == mine.thread_id
-    assert isinstance(three, asking.SearchRefused) and "You have 2 searches running" in three.message
-    assert isinstance(sneak, Http404)
     assert Entry.objects.filter(user=owner, status="running").count() == 2
     assert Entry.objects.filter(thread__user=owner).count() == 3
     assert Entry.objects.filter(thread_id=theirs.thread_id).count() == 1
@@ -54,11 +50,10 @@ def test_asks_started_together_end_as_one_after_another_would(owner, member):
 @pytest.mark.django_db
 def test_the_rate_limit_counts_within_a_burst(owner, monkeypatch):
     monkeypatch.setattr(asking, "MAX_RUNNING", 100)
-    batch = [asking.Ask(owner, f"q{n}", AskOptions()) for n in range(asking.PER_MINUTE + 1)]
-    *started, refused = asking.start_searches(batch)
-    assert all(isinstance(e, Entry) for e in started)
-    assert isinstance(refused, asking.SearchRefused)
-    assert f"That is {asking.PER_MINUTE} searches this minute" in refused.message
+    for n in range(asking.PER_MINUTE):
+        asking.start_search(owner, f"q{n}", AskOptions())
+    with pytest.raises(asking.SearchRefused, match=f"That is {asking.PER_MINUTE} searches this minute"):
+        asking.start_search(owner, "one too many", AskOptions())
     assert Entry.objects.count() == asking.PER_MINUTE
 
 
@@ -149,21 +144,20 @@ def test_a_follow_up_and_deleting_its_threads_last_entry_at_the_same_moment_both
     first = asking.start_search(owner, "first", AskOptions())
     Entry.objects.update(status="completed")
     reached, go = threading.Event(), threading.Event()
-    judge = asking._judge
+    conversation = asking._conversation
 
     def held(*args):
+        thread = conversation(*args)  # read and locked
         reached.set()
         go.wait(10)
-        return judge(*args)
+        return thread
 
-    monkeypatch.setattr(asking, "_judge", held)
+    monkeypatch.setattr(asking, "_conversation", held)
     outcome: dict = {}
 
     def follow_up():
         try:
-            outcome["entry"] = asking.start_searches(
-                [asking.Ask(owner, "again", AskOptions(), thread_id=first.thread_id)]
-            )[0]
+            outcome["entry"] = asking.start_search(owner, "again", AskOptions(), thread_id=first.thread_id)
         finally:
             connections.close_all()
 
@@ -198,21 +192,21 @@ def test_someone_removed_between_the_checks_and_the_commit_is_told_so(owner, mem
 
     link(owner)
     link(member)  # (without a credential they would be refused before the trip)
-    read = asking.defaults_for_many
+    read = asking.defaults_of_member
     calls = []
 
-    def defaults_then_removal(users):
-        found = read(users)
+    def defaults_then_removal(user):
+        found = read(user)
         if not calls:  # the first time only: the member goes right after their defaults were read
             worker = threading.Thread(
                 target=lambda: (remove_member(owner, member.pk), connections.close_all())
             )
             worker.start()
             worker.join(10)
-        calls.append(len(found))
+        calls.append(int(found is not None))
         return found
 
-    monkeypatch.setattr(asking, "defaults_for_many", defaults_then_removal)
+    monkeypatch.setattr(asking, "defaults_of_member", defaults_then_removal)
     prepared = [
         starts.prepare(member, _as_querydict({"q": "mine"})),
         starts.prepare(owner, _as_querydict({"q": "fine"})),

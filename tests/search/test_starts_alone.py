@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 
 from search.live import asking, starts
 from search.live.consumers import _as_querydict
-from search.models import Entry
+from search.models import Entry, Thread
 from tests.search.conftest import Paced, answer_stream, serve
 from tests.search.test_consumer import connect, receive_until
 from tests.search.test_starts import link
@@ -40,20 +40,21 @@ async def test_a_lone_surrogate_in_one_question_breaks_nobodys_start(
 def test_an_exception_for_one_ask_refuses_it_alone(owner, member, monkeypatch, caplog):
     link(owner)
     link(member)
-    new_entry = asking._new_entry
+    link_files = asking.attachments_module.link
 
-    def failing(ask, thread, now):
-        if ask.question == "boom":
+    def failing(entry, files):  # the last step of the write, after its rows
+        if entry.question == "boom":
             raise RuntimeError("this ask breaks the write")
-        return new_entry(ask, thread, now)
+        return link_files(entry, files)
 
-    monkeypatch.setattr(asking, "_new_entry", failing)
+    monkeypatch.setattr(asking.attachments_module, "link", failing)
     batch = [(owner, _as_querydict({"q": "one"})), (member, _as_querydict({"q": "boom"})), (owner, _as_querydict({"q": "two"}))]  # fmt: skip
     one, boom, two = [starts.prepare(person, data) for person, data in batch]
     assert boom == starts.NOT_STARTED
     assert one[0].question == "one" and two[0].question == "two"
     assert sorted(Entry.objects.values_list("question", flat=True)) == ["one", "two"]
     assert not Entry.objects.filter(user=member).exists()  # nothing half-written for the failed one
+    assert not Thread.objects.filter(user=member).exists()
     assert "this ask breaks the write" in caplog.text
 
 
