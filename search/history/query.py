@@ -150,38 +150,47 @@ def search(
     )
     if not ids:
         return []
+    # .order_by(): with Entry's default order SQLite walks the (user, created) index through every
+    # entry of the person to avoid a sort, instead of finding these few by primary key (45 ms)
     rows = {
         e.pk: e
         for e in filtered(user, filters)
         .filter(pk__in=[i for i, _, _ in ids])
         .select_related("thread")
         .defer("answer", "steps", "options", "related")
+        .order_by()
     }
     return [(rows[i], highlight(q), highlight(plain(a))) for i, q, a in ids if i in rows]
 
 
 def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
     # Ranking every match of common words costs time in proportion to the history, so only the
-    # newest CANDIDATES matches are ranked: FTS5 walks its index newest first, and a rowid bound
-    # is a constraint it answers from the index.
+    # person's newest CANDIDATES matches are ranked: FTS5 walks its index newest first and stops
+    # there. Snippets are made for the page's rows alone, in a second walk over their rowid range
+    # (`+rowid`: a filter, not a lookup; a rowid list given to FTS5 runs the MATCH once per row).
     query = fts5_query(text)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s "
-            "ORDER BY rowid DESC LIMIT 1 OFFSET %s",
-            [query, CANDIDATES - 1],
-        )
-        row = cursor.fetchone()
-        floor = row[0] if row else 0
-        sql = f"""
-            SELECT f.rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
-                   snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+    ranked = f"""
+        SELECT id FROM (
+            SELECT f.rowid AS id, f.rank AS rank
             FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
-            WHERE search_entry_fts MATCH %s AND f.rowid >= %s AND e.user_id = %s
-            ORDER BY f.rank, f.rowid DESC
-            LIMIT %s OFFSET %s"""  # noqa: S608 - markers are constants; values are parameters
-        cursor.execute(sql, [query, floor, user.pk, size, offset])
-        return cursor.fetchall()
+            WHERE search_entry_fts MATCH %s AND e.user_id = %s
+            ORDER BY f.rowid DESC LIMIT {CANDIDATES})
+        ORDER BY rank, id DESC LIMIT %s OFFSET %s"""  # noqa: S608 - CANDIDATES is a constant
+    with connection.cursor() as cursor:
+        cursor.execute(ranked, [query, user.pk, size, offset])
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return []
+        marks = ", ".join(["%s"] * len(ids))
+        cursor.execute(
+            f"""SELECT rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
+                       snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+                FROM search_entry_fts WHERE search_entry_fts MATCH %s
+                AND rowid BETWEEN %s AND %s AND +rowid IN ({marks})""",  # noqa: S608 - placeholders
+            [query, min(ids), max(ids), *ids],
+        )
+        snippets = {row[0]: row for row in cursor.fetchall()}
+    return [snippets[i] for i in ids if i in snippets]
 
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
@@ -246,7 +255,6 @@ def suggestions(user, text: str, limit: int = 3) -> list[Entry]:
             ids = [row[0] for row in cursor.fetchall()]
     else:
         ids = _postgres_suggestions(user, text, limit)
-    found = {
-        e.pk: e for e in entries_for(user).filter(pk__in=ids).only("pk", "question", "created", "thread_id")
-    }
+    chosen = entries_for(user).filter(pk__in=ids).order_by()  # (no default order: see search())
+    found = {e.pk: e for e in chosen.only("pk", "question", "created", "thread_id")}
     return [found[i] for i in ids if i in found]
