@@ -30,11 +30,8 @@ class Row:
     excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
     status: str
     status_label: str
-    when: str
+    facts: str  # "14:05 · imported from Perplexity · GPT-5.5 · 3 sources"
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
-    origin: str
-    model: str
-    sources: str  # "3 sources"
 
     @property
     def question(self) -> str:
@@ -64,11 +61,17 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
         excerpt=excerpt,
         status=entry.status,
         status_label=STATUS.get(entry.status, entry.status),
-        when=when,
+        facts=" · ".join(
+            fact
+            for fact in (
+                when,
+                "imported from Perplexity" if entry.origin else "",
+                model_label(entry.model, models),
+                f"{len(sources)} source{'' if len(sources) == 1 else 's'}",
+            )
+            if fact
+        ),
         day=day,
-        origin="imported from Perplexity" if entry.origin else "",
-        model=model_label(entry.model, models),
-        sources=f"{len(sources)} source{'' if len(sources) == 1 else 's'}",
     )
 
 
@@ -88,9 +91,10 @@ def page_rows(entries: list[Entry], models: dict) -> list[Row]:
 
 def search_rows(results: list[tuple[Entry, SafeString, SafeString]], models: dict) -> list[Row]:
     """Search results: the highlighted question and excerpt, each with its date and time."""
-    link, zone = thread_links(), timezone.get_current_timezone()
+    link, zone, days = thread_links(), timezone.get_current_timezone(), {}
     rows = []
     for entry, title, excerpt in results:
-        when = dateformat.format(entry.created.astimezone(zone), "j M Y, H:i")
-        rows.append(_row(entry, link, models, title, excerpt, when, ""))
+        moment = entry.created.astimezone(zone)
+        day = days.get(moment.date()) or days.setdefault(moment.date(), dateformat.format(moment, "j M Y"))
+        rows.append(_row(entry, link, models, title, excerpt, f"{day}, {moment:%H:%M}", ""))
     return rows
