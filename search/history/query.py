@@ -25,15 +25,21 @@ MAX_PAGE = 200
 CANDIDATES = 2000
 START, STOP = "\x02", "\x03"
 WORD = re.compile(r"\w+", re.UNICODE)
-# Markdown's marks, in an excerpt of an answer (a piece of it: a mark may have lost its other half)
+# Markdown's marks, in an excerpt of an answer (a piece of it: a mark may have lost its other half),
+# each with the pieces an excerpt must hold for it to match (a regular expression costs ~10-40 µs an
+# excerpt even where it finds nothing: 50 rows a page)
 MARKS = [
-    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1"),  # [text](url) -> text
-    (re.compile(r"[ \t]*\[\d{1,3}\]"), ""),  # citations
-    (re.compile(r"(?m)^[ \t|:-]*-{3,}[ \t|:-]*$"), ""),  # rules, a table's header line
-    (re.compile(r"(?m)^[ \t]*(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+"), ""),  # headings, quotes, list items
-    (re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|\|"), ""),  # emphasis, code, tables
-    (re.compile(r"\s+"), " "),
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1", ("[",)),  # [text](url) -> text
+    (re.compile(r"[ \t]*\[\d{1,3}\]"), "", ("[",)),  # citations
+    (re.compile(r"(?m)^[ \t|:-]*-{3,}[ \t|:-]*$"), "", ("---",)),  # rules, a table's header line
+    (re.compile(r"(?m)^[ \t]*(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+"), "", ()),  # headings, quotes, list items
+    # emphasis, code, tables
+    (re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|\|"), "", tuple("*_~`|")),
 ]
+
+
+# What a row shows (search/history/rows.py): loading no more is half the Python time of a page
+SHOWN = ("thread_id", "question", "status", "created", "origin", "model", "sources")
 
 
 class QueryTooLong(Exception):
@@ -66,9 +72,10 @@ def fts5_query(text: str, prefix_last: bool = True) -> str:
 
 def plain(excerpt: str) -> str:
     """An answer's excerpt as plain words: a list shows "Paris is the capital", not "**capital** [1]"."""
-    for pattern, replacement in MARKS:
-        excerpt = pattern.sub(replacement, excerpt)
-    return excerpt.strip()
+    for pattern, replacement, needs in MARKS:
+        if not needs or any(piece in excerpt for piece in needs):
+            excerpt = pattern.sub(replacement, excerpt)
+    return " ".join(excerpt.split())  # runs of spaces and line ends as one space
 
 
 def highlight(snippet: str) -> SafeString:
@@ -115,12 +122,7 @@ def filtered(user, filters: Filters) -> QuerySet[Entry]:
 def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> list[Entry]:
     """Newest first by when they were asked (an imported older answer takes its place in time);
     the next page starts after the last entry shown (a cursor, stable under inserts)."""
-    entries = (
-        filtered(user, filters)
-        .select_related("thread")
-        .defer("answer", "steps", "options", "related")
-        .annotate(preview=Substr("answer", 1, 240))
-    )
+    entries = filtered(user, filters).only(*SHOWN).annotate(preview=Substr("answer", 1, 240))
     if before_id:
         moment = entries_for(user).filter(pk=before_id).values_list("created", flat=True).first()
         # as a range on (user, created), which the index answers; the ties at that moment go by id
@@ -150,38 +152,42 @@ def search(
     )
     if not ids:
         return []
+    # .order_by(): with Entry's default order SQLite walks the (user, created) index through every
+    # entry of the person to avoid a sort, instead of finding these few by primary key (45 ms)
     rows = {
-        e.pk: e
-        for e in filtered(user, filters)
-        .filter(pk__in=[i for i, _, _ in ids])
-        .select_related("thread")
-        .defer("answer", "steps", "options", "related")
+        e.pk: e for e in filtered(user, filters).filter(pk__in=[i for i, _, _ in ids]).only(*SHOWN).order_by()
     }
     return [(rows[i], highlight(q), highlight(plain(a))) for i, q, a in ids if i in rows]
 
 
 def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
     # Ranking every match of common words costs time in proportion to the history, so only the
-    # newest CANDIDATES matches are ranked: FTS5 walks its index newest first, and a rowid bound
-    # is a constraint it answers from the index.
+    # person's newest CANDIDATES matches are ranked: FTS5 walks its index newest first and stops
+    # there. Snippets are made for the page's rows alone, in a second walk over their rowid range
+    # (`+rowid`: a filter, not a lookup; a rowid list given to FTS5 runs the MATCH once per row).
     query = fts5_query(text)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s "
-            "ORDER BY rowid DESC LIMIT 1 OFFSET %s",
-            [query, CANDIDATES - 1],
-        )
-        row = cursor.fetchone()
-        floor = row[0] if row else 0
-        sql = f"""
-            SELECT f.rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
-                   snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+    ranked = f"""
+        SELECT id FROM (
+            SELECT f.rowid AS id, f.rank AS rank
             FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
-            WHERE search_entry_fts MATCH %s AND f.rowid >= %s AND e.user_id = %s
-            ORDER BY f.rank, f.rowid DESC
-            LIMIT %s OFFSET %s"""  # noqa: S608 - markers are constants; values are parameters
-        cursor.execute(sql, [query, floor, user.pk, size, offset])
-        return cursor.fetchall()
+            WHERE search_entry_fts MATCH %s AND e.user_id = %s
+            ORDER BY f.rowid DESC LIMIT {CANDIDATES})
+        ORDER BY rank, id DESC LIMIT %s OFFSET %s"""  # noqa: S608 - CANDIDATES is a constant
+    with connection.cursor() as cursor:
+        cursor.execute(ranked, [query, user.pk, size, offset])
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return []
+        marks = ", ".join(["%s"] * len(ids))
+        cursor.execute(
+            f"""SELECT rowid, snippet(search_entry_fts, 0, '{START}', '{STOP}', '…', 40),
+                       snippet(search_entry_fts, 1, '{START}', '{STOP}', '…', 32)
+                FROM search_entry_fts WHERE search_entry_fts MATCH %s
+                AND rowid BETWEEN %s AND %s AND +rowid IN ({marks})""",  # noqa: S608 - placeholders
+            [query, min(ids), max(ids), *ids],
+        )
+        snippets = {row[0]: row for row in cursor.fetchall()}
+    return [snippets[i] for i in ids if i in snippets]
 
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
@@ -246,7 +252,6 @@ def suggestions(user, text: str, limit: int = 3) -> list[Entry]:
             ids = [row[0] for row in cursor.fetchall()]
     else:
         ids = _postgres_suggestions(user, text, limit)
-    found = {
-        e.pk: e for e in entries_for(user).filter(pk__in=ids).only("pk", "question", "created", "thread_id")
-    }
+    chosen = entries_for(user).filter(pk__in=ids).order_by()  # (no default order: see search())
+    found = {e.pk: e for e in chosen.only("pk", "question", "created", "thread_id")}
     return [found[i] for i in ids if i in found]

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from search import attachments, images
 from search.display import answer_markdown, catalogue_models, model_label
-from search.history import export, forget, import_jobs, imports
+from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
 from search.models import Entry, Thread, entry_for, thread_for
@@ -95,11 +95,13 @@ def history_page(request: HttpRequest) -> HttpResponse:
         if filters.text.strip():
             page = _int(request.GET.get("page"), 0, 0, 2000)
             results = history.search(request.user, filters, offset=page * size, size=size)
-            context.update(results=results, page=page, next_page=page + 1 if len(results) == size else None)
+            next_page = page + 1 if len(results) == size else None
+            context.update(results=rows.search_rows(results, models), page=page, next_page=next_page)
         else:
             before_id = _int(request.GET.get("before_id"), 0, 1, 2**62) or None
-            rows = history.page(request.user, filters, before_id, size)
-            context.update(rows=rows, next_cursor=rows[-1].pk if len(rows) == size else None)
+            entries = history.page(request.user, filters, before_id, size)
+            next_cursor = entries[-1].pk if len(entries) == size else None
+            context.update(rows=rows.page_rows(entries, models), next_cursor=next_cursor)
     except QueryTooLong as exc:
         form.add_error("q", exc.message)
     context["query"] = query

@@ -5,6 +5,10 @@
 Prints p50/p95 server time of the history page, a full-text search and the suggestions
 (targets on SQLite: p95 under 100 ms each). Not a test: it only prints figures.
 
+The scratch database is in PPLXWEB_DATA_DIR (a new temporary directory unless it is set). Given
+a directory where an earlier run made the person, it measures those entries again instead of
+generating them (ENTRIES must then be the same number).
+
 `--one-core` measures on CPU 1 alone (os.sched_setaffinity), with a second process keeping that
 core half busy (10 ms of work, 10 ms of rest: a household's other searches). With one CPU, or
 where the pinning is refused, it says so and measures anyway. Do not run it under `taskset`.
@@ -12,6 +16,7 @@ where the pinning is refused, it says so and measures anyway. Do not run it unde
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import statistics
@@ -20,7 +25,6 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-bench-"))
 os.environ.pop("DATABASE_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
 
@@ -175,27 +179,67 @@ def one_core() -> subprocess.Popen | None:
     return busy
 
 
-def main() -> None:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.history", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "entries", nargs="?", type=int, default=100_000, help="entries for the one person (default 100000)"
+    )
+    parser.add_argument(
+        "--one-core",
+        action="store_true",
+        help=f"measure on CPU {CPU} alone, kept half busy by a second process",
+    )
+    args = parser.parse_args(argv)
+    if args.entries < 1000:
+        parser.error("ENTRIES takes a number of entries, at least 1000 (the pages ask for older ones)")
+    return args
+
+
+def person(count: int):
+    """The benchmark's person: made with `count` entries, or the one an earlier run made here."""
+    from django.contrib.auth import get_user_model
+
+    from search.models import Entry
+
+    user = get_user_model().objects.filter(username="bench").first()
+    if user is None:
+        started = time.perf_counter()
+        user = populate(count)
+        print(f"generated {count:,} entries in {time.perf_counter() - started:.0f} s", flush=True)
+        return user
+    found = Entry.objects.filter(user=user).count()
+    if found != count:
+        sys.exit(
+            f"{os.environ['PPLXWEB_DATA_DIR']} holds an earlier run's {found:,} entries, not {count:,}: "
+            "ask for that number, or use another PPLXWEB_DATA_DIR."
+        )
+    print(f"measuring the {count:,} entries an earlier run made", flush=True)
+    return user
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    if not os.environ.get("PPLXWEB_DATA_DIR"):
+        os.environ["PPLXWEB_DATA_DIR"] = tempfile.mkdtemp(prefix="pplxweb-bench-")
     import django
 
     django.setup()
     from django.core.management import call_command
     from django.test import Client
 
-    args = [a for a in sys.argv[1:] if a != "--one-core"]
-    count = int(args[0]) if args else 100_000
+    count = args.entries
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
-    started = time.perf_counter()
-    user = populate(count)
-    print(f"generated {count:,} entries in {time.perf_counter() - started:.0f} s", flush=True)
+    user = person(count)
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     rng = random.Random(3)
     pages = [{}] * 20 + [{"before_id": rng.randint(1000, count)} for _ in range(20)]
     searches = [{"q": " ".join(rng.sample(WORDS, rng.randint(1, 3)))} for _ in range(40)]
     suggestions = [{"q": " ".join(rng.sample(WORDS, 2))[: rng.randint(4, 12)]} for _ in range(40)]
-    busy = one_core() if "--one-core" in sys.argv[1:] else None
+    busy = one_core() if args.one_core else None
     try:
         timed(client, "/history/", [{}])  # warm up
         print(f"{'request':>14} {'p50 ms':>8} {'p95 ms':>8}   (load average {os.getloadavg()[0]:.2f})")

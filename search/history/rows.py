@@ -1,0 +1,100 @@
+"""What each row of the history page shows, made in Python once per row.
+
+The template's filters cost ~0.7 ms a row (truncatechars, date, url, the status's label): 35 ms
+of a 50-row page. Here each value is computed once, the plain way, and the template only prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+
+from django.urls import reverse
+from django.utils import dateformat, timezone
+from django.utils.safestring import SafeString
+
+from search.display import model_label
+from search.models import Entry
+
+STATUS = dict(Entry.Status.choices)
+
+
+@dataclass(slots=True)
+class Row:
+    entry: Entry
+    pk: int
+    link: str  # the answer in its conversation
+    label: str  # the question, short, for its checkbox
+    title: str | SafeString  # the question (highlighted in search results)
+    excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
+    status: str
+    status_label: str
+    facts: str  # "14:05 · imported from Perplexity · GPT-5.5 · 3 sources"
+    day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
+
+    @property
+    def question(self) -> str:
+        return self.entry.question
+
+
+def short(text: str, length: int) -> str:
+    """truncatechars without Django's per-character walk: at most `length` characters, "…" last."""
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def thread_links() -> Callable[[int], str]:
+    """Links to threads by id: reverse() once for the page (~0.1 ms each; a page has 50 rows)."""
+    marker = 987654321
+    head, tail = reverse("search:thread", args=[marker]).split(str(marker))
+    return lambda pk: f"{head}{pk}{tail}"
+
+
+def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) -> Row:
+    sources = entry.sources if isinstance(entry.sources, list) else []
+    return Row(
+        entry=entry,
+        pk=entry.pk,
+        link=f"{link(entry.thread_id)}#entry-{entry.pk}",
+        label=short(entry.question, 60),
+        title=title,
+        excerpt=excerpt,
+        status=entry.status,
+        status_label=STATUS.get(entry.status, entry.status),
+        facts=" · ".join(
+            fact
+            for fact in (
+                when,
+                "imported from Perplexity" if entry.origin else "",
+                model_label(entry.model, models),
+                f"{len(sources)} source{'' if len(sources) == 1 else 's'}",
+            )
+            if fact
+        ),
+        day=day,
+    )
+
+
+def page_rows(entries: list[Entry], models: dict) -> list[Row]:
+    """The newest-first page: the question and the answer's start shortened, a heading per day."""
+    link, zone, previous = thread_links(), timezone.get_current_timezone(), None
+    rows = []
+    for entry in entries:
+        moment = entry.created.astimezone(zone)
+        today: date = moment.date()
+        day = dateformat.format(moment, "l j F Y") if today != previous else ""
+        previous = today
+        title, excerpt = short(entry.question, 200), short(getattr(entry, "preview", ""), 200)
+        rows.append(_row(entry, link, models, title, excerpt, f"{moment:%H:%M}", day))
+    return rows
+
+
+def search_rows(results: list[tuple[Entry, SafeString, SafeString]], models: dict) -> list[Row]:
+    """Search results: the highlighted question and excerpt, each with its date and time."""
+    link, zone, days = thread_links(), timezone.get_current_timezone(), {}
+    rows = []
+    for entry, title, excerpt in results:
+        moment = entry.created.astimezone(zone)
+        day = days.get(moment.date()) or days.setdefault(moment.date(), dateformat.format(moment, "j M Y"))
+        rows.append(_row(entry, link, models, title, excerpt, f"{day}, {moment:%H:%M}", ""))
+    return rows
