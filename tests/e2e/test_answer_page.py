@@ -6,6 +6,7 @@ into view with the box pinned below it."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from axe_playwright_python.async_playwright import Axe
@@ -352,6 +353,13 @@ async def test_the_history_page(page, pplxweb_server):
     options = await page.locator("#id_model option").all_text_contents()
     assert options == ["Any model", "Best", "Claude Opus 4.8 Thinking", "Gemini 3.8 Flash", "GPT-5.2"]
     await shoot(page, "history-filters")
+    # a search: every match, the words marked, each row with its date, model and sources
+    await page.goto(f"{base}/history/?q=dough+hours")
+    await expect(rows).to_have_count(12)
+    await expect(rows.first.locator("mark").first).to_have_text(re.compile("dough|hours", re.I))
+    await expect(rows.first).to_contain_text("3 sources")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width, await page.evaluate(WIDE)
+    await shoot(page, "history-search")
     assert page.console_errors == []
 
 
