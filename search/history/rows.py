@@ -22,8 +22,8 @@ STATUS = dict(Entry.Status.choices)
 
 @dataclass(slots=True)
 class Row:
-    entry: Entry
     pk: int
+    question: str
     link: str  # the answer in its conversation
     label: str  # the question, short, for its checkbox
     title: str | SafeString  # the question (highlighted in search results)
@@ -32,10 +32,6 @@ class Row:
     status_label: str
     facts: str  # "14:05 · imported from Perplexity · GPT-5.5 · 3 sources"
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
-
-    @property
-    def question(self) -> str:
-        return self.entry.question
 
 
 def short(text: str, length: int) -> str:
@@ -53,8 +49,8 @@ def thread_links() -> Callable[[int], str]:
 def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) -> Row:
     sources = entry.sources if isinstance(entry.sources, list) else []
     return Row(
-        entry=entry,
         pk=entry.pk,
+        question=entry.question,
         link=f"{link(entry.thread_id)}#entry-{entry.pk}",
         label=short(entry.question, 60),
         title=title,
@@ -91,10 +87,10 @@ def page_rows(entries: list[Entry], models: dict) -> list[Row]:
 
 def search_rows(results: list[tuple[Entry, SafeString, SafeString]], models: dict) -> list[Row]:
     """Search results: the highlighted question and excerpt, each with its date and time."""
-    link, zone, days = thread_links(), timezone.get_current_timezone(), {}
+    link, zone = thread_links(), timezone.get_current_timezone()
     rows = []
     for entry, title, excerpt in results:
         moment = entry.created.astimezone(zone)
-        day = days.get(moment.date()) or days.setdefault(moment.date(), dateformat.format(moment, "j M Y"))
-        rows.append(_row(entry, link, models, title, excerpt, f"{day}, {moment:%H:%M}", ""))
+        when = dateformat.format(moment, "j M Y, H:i")
+        rows.append(_row(entry, link, models, title, excerpt, when, ""))
     return rows
