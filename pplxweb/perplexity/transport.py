@@ -14,6 +14,7 @@ import ssl
 import warnings
 import weakref
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -37,11 +38,32 @@ def _tls_context() -> ssl.SSLContext:
 # connection (TCP, TLS, HTTP/2) of the account's last one instead of a new handshake. Per account,
 # so two accounts' requests never share a connection. No cookie crosses requests either: each
 # carries its own Cookie header, curl_cffi clears curl's cookie engine per request, and
-# `discard_cookies` keeps its jar empty.
-_kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = (
+# `discard_cookies` keeps its jar empty. A session nobody has used for KEPT_IDLE seconds is
+# closed: an open one wakes the server ten times a second (curl_cffi's safety timer), ~1.7 ms of
+# CPU per second on a small machine, forever.
+@dataclass
+class _Kept:
+    session: Any
+    users: int = 0  # clients holding it now
+    closing: asyncio.TimerHandle | None = None
+
+
+_kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], _Kept]] = (
     weakref.WeakKeyDictionary()
 )
+_closing: set[asyncio.Task] = set()  # idle sessions being closed (a reference until they are)
 KEPT_TRANSFERS = 256  # per kept session; curl_cffi's default (10) would queue the 11th answer
+KEPT_IDLE = 300.0  # seconds a kept session outlives its last use (a follow-up reuses it)
+
+
+def _close_idle(loop: asyncio.AbstractEventLoop, key: tuple[str, str]) -> None:
+    sessions = _kept.get(loop, {})
+    kept = sessions.get(key)
+    if kept is not None and kept.users == 0:
+        del sessions[key]
+        task = loop.create_task(kept.session.close())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
 
 def load(impersonate: str) -> None:
@@ -77,6 +99,7 @@ class CurlTransport(httpx.AsyncBaseTransport):
         self.impersonate = impersonate
         self.keep = keep
         self._session: Any = None
+        self._kept: _Kept | None = None
 
     def _get_session(self) -> Any:
         if self._session is None:
@@ -87,14 +110,20 @@ class CurlTransport(httpx.AsyncBaseTransport):
             verify = os.environ.get("SSL_CERT_FILE") or True
             if not self.keep:
                 self._session = AsyncSession(impersonate=self.impersonate, verify=verify)
-            else:
-                sessions = _kept.setdefault(asyncio.get_running_loop(), {})
-                key = (self.impersonate, self.keep)
-                if key not in sessions:
-                    sessions[key] = AsyncSession(
-                        impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify
-                    )
-                self._session = sessions[key]
+                return self._session
+            sessions = _kept.setdefault(asyncio.get_running_loop(), {})
+            key = (self.impersonate, self.keep)
+            kept = sessions.get(key)
+            if kept is None:
+                session = AsyncSession(
+                    impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify
+                )
+                kept = sessions[key] = _Kept(session)
+            if kept.closing is not None:
+                kept.closing.cancel()
+                kept.closing = None
+            kept.users += 1
+            self._kept, self._session = kept, kept.session
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -143,7 +172,13 @@ class CurlTransport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        if self._session is not None and not self.keep:  # a kept session stays for the next one
+        kept, self._kept = self._kept, None
+        if kept is not None:  # a kept session stays for the next search, KEPT_IDLE at most
+            kept.users -= 1
+            if kept.users == 0:
+                loop = asyncio.get_running_loop()
+                kept.closing = loop.call_later(KEPT_IDLE, _close_idle, loop, (self.impersonate, self.keep))
+        elif self._session is not None:
             await self._session.close()
         self._session = None
 

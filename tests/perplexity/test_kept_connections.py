@@ -4,11 +4,13 @@ tell connections apart by the client's port."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
 from pplxweb.perplexity import cookies as jar
+from pplxweb.perplexity import transport
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.extract import extract
 from pplxweb.perplexity.request import AskRequest
@@ -44,6 +46,53 @@ async def test_one_accounts_searches_reuse_a_connection_and_another_account_gets
         q: next(p for body, p in peers.items() if f'"{q}"' in body) for q in ("one", "two", "three")
     }
     assert by_question["one"] == by_question["two"] != by_question["three"]
+
+
+def peer_of(fake: str, question: str) -> tuple:
+    asks = [r for r in seen(fake) if r["path"] == "/rest/sse/perplexity_ask"]
+    return next(tuple(r["peer"]) for r in asks if f'"{question}"' in r["body"])
+
+
+def curl_timers() -> int:
+    """curl_cffi's safety timers running here: one per open session, waking the loop every 100 ms."""
+    return sum(t.get_coro().__qualname__ == "AsyncCurl._force_timeout" for t in asyncio.all_tasks())
+
+
+async def test_an_idle_kept_session_is_closed_and_the_next_search_connects_again(fake, monkeypatch):
+    """An open session wakes the server ten times a second: once nobody has used it for KEPT_IDLE
+    seconds it is closed. A search before then reuses its connection; one after connects again."""
+    monkeypatch.setattr(transport, "KEPT_IDLE", 0.5)
+    control(fake, ask={"pace": 0}, requests=[])
+    assert await ask(fake, "f", "first") == "completed"
+    await asyncio.sleep(0.2)
+    assert await ask(fake, "f", "soon after") == "completed"
+    assert curl_timers() == 1
+    await asyncio.sleep(1.0)
+    assert curl_timers() == 0
+    assert await ask(fake, "f", "much later") == "completed"
+    assert peer_of(fake, "first") == peer_of(fake, "soon after") != peer_of(fake, "much later")
+
+
+async def test_a_kept_session_a_client_still_holds_stays_open(fake, monkeypatch):
+    monkeypatch.setattr(transport, "KEPT_IDLE", 0.2)
+    control(fake, ask={"pace": 0}, requests=[])
+    cookies = {jar.SESSION_COOKIE: TOKEN}
+    async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="g") as held:
+        stream = held.ask(AskRequest("held"))
+        async with stream:
+            async for _ in stream:
+                pass
+        assert await ask(fake, "g", "beside it") == "completed"  # another client, closed at its end
+        await asyncio.sleep(0.6)
+        assert curl_timers() == 1
+        stream = held.ask(AskRequest("held again"))
+        async with stream:
+            async for _ in stream:
+                pass
+        assert extract(stream.snapshot, ended=stream.ended).status == "completed"
+    assert peer_of(fake, "held") == peer_of(fake, "beside it") == peer_of(fake, "held again")
+    await asyncio.sleep(0.6)
+    assert curl_timers() == 0
 
 
 async def test_without_an_account_each_client_connects_afresh(fake):
