@@ -39,7 +39,7 @@ def current(user) -> LibraryJob | None:
 
 
 def start(user, kind: str = LibraryJob.Kind.IMPORT, automatic: bool = False) -> LibraryJob:
-    """A new job (the process's keeper starts it within a second); JobRefused says why not."""
+    """A new job (the process's keeper starts it once woken: keeper.wake); JobRefused says why not."""
     if own_account(user) is None:
         raise JobRefused(
             "Link your own Perplexity account first: a library is imported only by the person it belongs to."
@@ -51,7 +51,7 @@ def start(user, kind: str = LibraryJob.Kind.IMPORT, automatic: bool = False) -> 
             raise JobRefused("An import of your library is already running; wait for it or cancel it.")
         if kind == LibraryJob.Kind.SYNC and not LibraryThread.objects.filter(user=user).exists():
             kind = LibraryJob.Kind.IMPORT  # nothing imported yet: a sync is the whole import
-        # a keeper (keeper.py) claims it within a second; a process without one runs it itself
+        # a keeper (keeper.py) claims it; a process without one runs it itself
         runner = "" if settings.LIBRARY_KEEPER else RUNNER
         return LibraryJob.objects.create(user=user, kind=kind, automatic=automatic, runner=runner)
 

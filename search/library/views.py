@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import time
 
 from django.contrib import messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from search.library import jobs
+from search.library import jobs, keeper
 from search.models import LibraryJob, LibrarySchedule
 
 BACK = "#library"
@@ -28,6 +29,7 @@ def start(request: HttpRequest) -> HttpResponse:
     except jobs.JobRefused as exc:
         messages.error(request, exc.message)
         return _back()
+    transaction.on_commit(keeper.wake)  # this process's keeper starts it now
     what = "Sync" if job.kind == LibraryJob.Kind.SYNC else "Import"
     messages.success(
         request, f"{what} of your Perplexity library started; it goes on if you close this page."

@@ -111,6 +111,44 @@ def test_the_keeper_claims_new_and_orphaned_jobs_but_not_live_ones(owner, member
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_started_import_wakes_the_keeper_which_otherwise_looks_rarely(
+    owner_client, owner, settings, monkeypatch
+):
+    """The keeper looks for jobs every POLL seconds (an idle server does not ask its database
+    every second); an import started here wakes it, so the job starts at once."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from search.library import keeper, runner
+
+    settings.LIBRARY_KEEPER = True
+    monkeypatch.setattr(keeper, "POLL", 60.0)
+    looks, launched = [], []
+    orphans = jobs.orphans
+    monkeypatch.setattr(jobs, "orphans", lambda here: looks.append(1) or orphans(here))
+    monkeypatch.setattr(runner, "launch", launched.append)
+    await sync_to_async(link)(owner)
+    keeper.ensure_started()
+    try:
+        async with asyncio.timeout(5):
+            while not looks:
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)
+        assert len(looks) == 1  # nothing more until POLL
+        response = await sync_to_async(owner_client.post)("/library/start/", {"kind": "import"})
+        assert response.status_code == 302
+        async with asyncio.timeout(2):
+            while not launched:
+                await asyncio.sleep(0.02)
+        job = await LibraryJob.objects.aget(user=owner)
+        assert launched == [job.pk] and job.runner == RUNNER and len(looks) == 2
+    finally:
+        task, _ = keeper._keepers.pop(asyncio.get_running_loop())
+        task.cancel()
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_the_socket_sends_the_section_with_this_browsers_csrf_token(owner):
     from asgiref.sync import sync_to_async
 
