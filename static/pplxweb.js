@@ -104,7 +104,8 @@ document.addEventListener("htmx:wsOpen", () => {
 // --- the live connection, lost and found again ---------------------------------------------------
 // A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
 // pplxweb/redis_layer.py; its sentence is in #live-notice). Reopen it, soon and then less often,
-// and rejoin the conversation's running answers: the server sends their whole state again.
+// and rejoin the conversation's running answers: the server sends their whole state again, and
+// that of those that ended meanwhile.
 const LAYER_LOST = 4012;
 let reopenAfter = 1000;
 let settled = null;
@@ -125,6 +126,13 @@ document.addEventListener("htmx:wsOpen", (event) => {
   const thread = document.querySelector('#thread-link input[name="thread"]');
   if (!(elt.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
     event.detail.socketWrapper.send(JSON.stringify({ action: "watch", thread: thread.value }));
+  }
+  // and the answers shown running that may have ended while the socket was closed
+  const running = [...document.querySelectorAll(".entry-status .elapsed")]
+    .map((shown) => /^entry-(\d+)-status$/.exec(shown.closest(".entry-status").id))
+    .filter(Boolean).map((found) => Number(found[1]));
+  if (running.length) {
+    event.detail.socketWrapper.send(JSON.stringify({ action: "recheck", entries: running }));
   }
   settled = setTimeout(() => { // still open: found again
     delete elt.dataset.reopened;

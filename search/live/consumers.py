@@ -29,6 +29,7 @@ from search.saving import clean
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
 JUST_ENDED = timedelta(seconds=30)
+MAX_RECHECK = 50  # answers a reopened page may ask about at once
 SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
 UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
 try:  # daphne's websocket library: a send after the browser began closing raises this
@@ -99,6 +100,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.stop(data.get("entry"))
         elif action == "watch":
             await self.watch_thread(data.get("thread"))
+        elif action == "recheck":
+            await self.recheck(data.get("entries"))
         elif action == "clarify":
             await self.clarify(data, bool(data.get("skip")))
         else:
@@ -157,6 +160,27 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.channel_layer.group_send(
                 runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
             )
+
+    async def recheck(self, entry_ids) -> None:
+        """A reopened page names the answers it shows running: those that ended meanwhile, however
+        long ago (Redis away for minutes), are sent whole. The running ones are watched already."""
+        if not isinstance(entry_ids, list):
+            await self.error("pplxweb could not read that message; nothing was started.")
+            return
+        for html in await database_sync_to_async(self._ended)(entry_ids[:MAX_RECHECK]):
+            await self.send(text_data=html)
+
+    def _ended(self, entry_ids: list) -> list[str]:
+        liveness.sweep_interrupted()
+        ended = []
+        for entry_id in entry_ids:
+            try:
+                entry = entry_for(self.user, int(entry_id))
+            except (Http404, TypeError, ValueError):
+                continue
+            if not entry.running:
+                ended.append(_replace_entry(entry))
+        return ended
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:

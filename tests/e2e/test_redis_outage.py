@@ -83,3 +83,38 @@ async def test_redis_stopped_mid_answer_the_page_says_so_reopens_and_shows_the_w
     text = log.read_text()
     assert "Traceback" not in text, text[-4000:]
     assert "the connection to Redis is lost" in text and "the connection to Redis is back" in text
+
+
+async def test_an_answer_that_ended_long_before_redis_came_back_is_shown_ended(
+    page, redis_pplxweb, fake_perplexity
+):
+    """The answer ends while Redis is away, and Redis stays away longer than a rejoin looks back
+    (its row is backdated here instead of waiting minutes): the reopened page asks about the
+    answers it shows running and gets this one whole."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    base, redis, _log = redis_pplxweb
+    await linked_owner()
+    control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(30)], "pace": 0.08}, requests=[])
+    await sign_in(page, base)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.fill("#id_q", "ended while away")
+    await page.keyboard.press("Enter")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
+
+    redis.stop()
+    await expect(page.locator("#live-notice")).to_contain_text(LOST_TEXT, timeout=10000)
+    async with asyncio.timeout(20):
+        while (await Entry.objects.aget()).status == "running":
+            await asyncio.sleep(0.2)
+    await Entry.objects.aupdate(heartbeat=timezone.now() - timedelta(minutes=10))
+    await expect(entry.locator(".elapsed")).to_be_visible()  # the page still shows it running
+    redis.start()
+
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=30000)
+    await expect(entry.locator(".answer")).to_contain_text("part29")
+    await expect(entry.locator(".elapsed")).to_have_count(0)
+    assert page.console_errors == [], page.console_errors
