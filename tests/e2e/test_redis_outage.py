@@ -118,3 +118,34 @@ async def test_an_answer_that_ended_long_before_redis_came_back_is_shown_ended(
     await expect(entry.locator(".answer")).to_contain_text("part29")
     await expect(entry.locator(".elapsed")).to_have_count(0)
     assert page.console_errors == [], page.console_errors
+
+
+async def test_settings_follows_a_library_import_through_an_outage(page, redis_pplxweb, fake_perplexity):
+    """The library section of Settings has a socket of its own: it says the connection was lost,
+    reopens once Redis is back, and shows the import going on to its end."""
+    from tests.e2e.test_library_journey import library, linked
+    from tests.e2e.test_library_journey import sign_in as sign_in_as
+
+    base, redis, log = redis_pplxweb
+    await linked("libby")
+    library(fake_perplexity, generate={"threads": 8, "turns": 2}, faults={})
+    await sign_in_as(page, base, "libby")
+    await page.goto(f"{base}/settings/")
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.click("text=Import my Perplexity library")
+    await page.wait_for_function(
+        "() => { const p = document.getElementById('library-progress'); return p && Number(p.value) >= 2; }",
+        timeout=20000,
+    )
+    redis.stop()
+    notice = page.locator("#live-notice")
+    await expect(notice).to_contain_text(LOST_TEXT, timeout=10000)
+    await asyncio.sleep(1.5)
+    redis.start()
+
+    await expect(notice).to_be_empty(timeout=20000)
+    summary = page.locator(".library-summary")
+    await expect(summary).to_contain_text("Import finished", timeout=40000)
+    await expect(summary).to_contain_text("8 threads listed, 8 fetched")
+    assert page.console_errors == [], page.console_errors
+    assert "Traceback" not in log.read_text()
