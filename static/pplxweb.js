@@ -104,8 +104,7 @@ document.addEventListener("htmx:wsOpen", () => {
 // --- the live connection, lost and found again ---------------------------------------------------
 // A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
 // pplxweb/redis_layer.py; its sentence is in #live-notice). Reopen it, soon and then less often,
-// and rejoin the conversation's running answers: the server sends their whole state again, and
-// that of those that ended meanwhile.
+// and rejoin the conversation's running answers: the server sends their whole state again.
 const LAYER_LOST = 4012;
 let reopenAfter = 1000;
 let settled = null;
@@ -127,18 +126,24 @@ document.addEventListener("htmx:wsOpen", (event) => {
   if (!(elt.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
     event.detail.socketWrapper.send(JSON.stringify({ action: "watch", thread: thread.value }));
   }
-  // and the answers shown running that may have ended while the socket was closed
+  settled = setTimeout(() => { // still open: found again
+    delete elt.dataset.reopened;
+    reopenAfter = 1000;
+    document.getElementById("live-notice")?.replaceChildren();
+  }, 2000);
+});
+
+// Answers the page shows running may have ended while no socket was open (an outage, a restart,
+// a computer asleep): each time the search socket opens it names them, and the server sends
+// those that ended whole.
+document.addEventListener("htmx:wsOpen", (event) => {
+  if (event.target.id !== "live") return;
   const running = [...document.querySelectorAll(".entry-status .elapsed")]
     .map((shown) => /^entry-(\d+)-status$/.exec(shown.closest(".entry-status").id))
     .filter(Boolean).map((found) => Number(found[1]));
   if (running.length) {
     event.detail.socketWrapper.send(JSON.stringify({ action: "recheck", entries: running }));
   }
-  settled = setTimeout(() => { // still open: found again
-    delete elt.dataset.reopened;
-    reopenAfter = 1000;
-    document.getElementById("live-notice")?.replaceChildren();
-  }, 2000);
 });
 
 // What was sent from the box: it is emptied only once the server has accepted it (a refusal

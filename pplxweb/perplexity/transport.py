@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import ssl
 import warnings
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+log = logging.getLogger(__name__)
 
 # curl_cffi notes that it treats `__Secure-` cookies as secure; pplxweb keeps cookies itself.
 warnings.filterwarnings("ignore", message="`secure` changed to True", module="curl_cffi")
@@ -63,7 +66,13 @@ def _close_idle(loop: asyncio.AbstractEventLoop, key: tuple[str, str]) -> None:
         del sessions[key]
         task = loop.create_task(kept.session.close())
         _closing.add(task)
-        task.add_done_callback(_closing.discard)
+        task.add_done_callback(_closed)
+
+
+def _closed(task: asyncio.Task) -> None:
+    _closing.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("closing an idle connection to Perplexity failed", exc_info=task.exception())
 
 
 def load(impersonate: str) -> None:

@@ -61,9 +61,14 @@ def ensure_started() -> None:
 def wake() -> None:
     """A job was written here: this process's keeper looks now, not at its next POLL (any thread;
     call it once the row is committed)."""
-    for loop, (task, woken) in list(_keepers.items()):
-        if not task.done() and not loop.is_closed():
-            loop.call_soon_threadsafe(woken.set)
+    try:
+        keepers = list(_keepers.items())
+    except RuntimeError:  # a keeper is being added this instant: it looks at once anyway
+        return
+    for loop, (task, woken) in keepers:
+        if not task.done():
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(woken.set)
 
 
 def starting(app):

@@ -44,6 +44,15 @@ def _first_text(value) -> str:
     return next((v.strip() for v in values if isinstance(v, str) and v.strip()), "")
 
 
+def _id(value) -> int | None:
+    """A row id from a message: a whole number or its digits, else None (a float, 1e400, a list)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 < value < 2**63 else None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value)
+    return None
+
+
 def _as_querydict(data: dict) -> QueryDict:
     query = QueryDict(mutable=True)
     for key, value in data.items():
@@ -70,8 +79,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
-        if query.get("thread", "").isdigit():
-            await self.watch_thread(int(query["thread"]))
+        if _id(query.get("thread")) is not None:
+            await self.watch_thread(_id(query["thread"]))
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
@@ -163,29 +172,26 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 
     async def recheck(self, entry_ids) -> None:
         """A reopened page names the answers it shows running: those that ended meanwhile, however
-        long ago (Redis away for minutes), are sent whole. The running ones are watched already."""
+        long ago (Redis away for minutes, a long restart), are sent whole. The running ones are
+        watched already."""
         if not isinstance(entry_ids, list):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
-        for html in await database_sync_to_async(self._ended)(entry_ids[:MAX_RECHECK]):
+        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        for html in await database_sync_to_async(self._ended)(ids):
             await self.send(text_data=html)
 
-    def _ended(self, entry_ids: list) -> list[str]:
+    def _ended(self, ids: set[int]) -> list[str]:
+        if not ids:
+            return []
         liveness.sweep_interrupted()
-        ended = []
-        for entry_id in entry_ids:
-            try:
-                entry = entry_for(self.user, int(entry_id))
-            except (Http404, TypeError, ValueError):
-                continue
-            if not entry.running:
-                ended.append(_replace_entry(entry))
-        return ended
+        ended = Entry.objects.filter(pk__in=ids, thread__user=self.user).exclude(status=Entry.Status.RUNNING)
+        return [_replace_entry(entry) for entry in ended.order_by("pk")]
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = thread_for(self.user, int(thread_id))
-        except (Http404, TypeError, ValueError):
+            thread = thread_for(self.user, _id(thread_id))
+        except Http404:
             return None
         liveness.sweep_interrupted()
         # the running ones, and those that ended a moment ago: the page may show them running
@@ -195,8 +201,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return entry_for(self.user, int(entry_id))
-            except (Http404, TypeError, ValueError):
+                return entry_for(self.user, _id(entry_id))
+            except Http404:
                 return None
 
         return await database_sync_to_async(get)()

@@ -31,8 +31,8 @@ async def test_an_answer_that_ended_a_moment_ago_is_sent_whole_on_connect(owner)
 
 async def test_a_reopened_page_gets_the_answers_it_shows_running_that_ended_meanwhile(owner, member):
     """Redis away for minutes: an answer the page shows running ended long ago. The page names
-    the answers it shows running; the ended ones come whole, the running one and other people's
-    do not, and what is not an id is passed over."""
+    the answers it shows running; the ended ones come whole (once), the running one and other
+    people's do not, and what is not an id is passed over."""
     import json
 
     from search.live import runner
@@ -50,13 +50,16 @@ async def test_a_reopened_page_gets_the_answers_it_shows_running_that_ended_mean
     )
     try:
         comm = await connect(owner)
-        ids = [ended.pk, running.pk, theirs.pk, "x", None, -1]
-        await comm.send_to(text_data=json.dumps({"action": "recheck", "entries": ids}))
+        ids = [ended.pk, running.pk, theirs.pk, str(ended.pk), "x", None, -1, True, 1.5, "9" * 30, [1]]
+        text = json.dumps({"action": "recheck", "entries": ids}).replace("1.5", "1e400")  # inf
+        await comm.send_to(text_data=text)
         message = await comm.receive_from(timeout=5)
         assert f'id="entry-{ended.pk}" hx-swap-oob="true"' in message and "Ended long ago" in message
         assert await comm.receive_nothing(timeout=0.3)
         await comm.send_to(text_data=json.dumps({"action": "recheck", "entries": "all"}))
         assert "could not read that message" in await comm.receive_from(timeout=5)
+        await comm.send_to(text_data='{"action": "watch", "thread": 1e400}')
+        assert "conversation was not found" in await comm.receive_from(timeout=5)
         await comm.disconnect()
     finally:
         runner.RUNS.pop(running.pk, None)
