@@ -58,9 +58,14 @@ document.addEventListener("keydown", (event) => {
 const placeCard = (event) => {
   const cite = event.target.closest && event.target.closest("a.cite");
   if (!cite) return;
-  cite.classList.remove("closed", "flip");
+  cite.classList.remove("closed");
   const card = cite.querySelector(".cite-card");
-  if (card && card.getBoundingClientRect().right > document.documentElement.clientWidth - 8) cite.classList.add("flip");
+  if (!card) return;
+  // under its chip, moved left as far as it must to stay on the screen (8 px from each edge)
+  card.style.left = "";
+  const rect = card.getBoundingClientRect();
+  const room = document.documentElement.clientWidth - 8;
+  if (rect.right > room) card.style.left = `${Math.max(room - rect.right, 8 - rect.left)}px`;
 };
 document.addEventListener("mouseover", placeCard);
 document.addEventListener("focusin", placeCard);

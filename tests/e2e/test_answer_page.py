@@ -394,3 +394,41 @@ async def test_a_citations_punctuation_never_starts_a_line(page):
         if count := await page.evaluate(LONE_PUNCTUATION):
             lone[width] = count
     assert lone == {}, f"a lone punctuation mark starts a line at these widths: {lone}"
+
+
+async def test_a_citations_card_stays_on_the_screen(page):
+    """A chip's card opens under it, moved left as far as it must: at every width from a small
+    phone to a desktop, every card is whole on the screen (8 px from each edge). Before, a card
+    too wide for the right edge was anchored to its chip's right edge and could leave by the left."""
+    from search.render import render_answer
+
+    sources = [
+        {"url": f"https://site{n}.example/page", "title": f"A long title of source {n} " * 3}
+        for n in (1, 2, 3)
+    ]
+    html = render_answer(
+        "Bread rises [1] because yeast eats sugars and gives off carbon dioxide [2], which the "
+        "gluten network traps [3]; steam does the rest in the oven [1][2]. A longer proof in the "
+        "fridge gives more flavour [3], and a hotter oven a better crust [2].",
+        sources,
+    )
+    css, js = ((ROOT / "static" / name).read_text() for name in ("pplxweb.css", "pplxweb.js"))
+    outside = {}
+    for width in (280, 320, 360, 390, 414, 480, 600, 768, 1024, 1280):
+        await page.set_viewport_size({"width": width, "height": 800})
+        await page.goto("about:blank")  # a new window: the script's top-level names are declared again
+        await page.set_content(
+            f"<style>{css}</style><main><article class='answer'>{html}</article></main><script>{js}</script>"
+        )
+        cards = await page.evaluate(
+            """() => [...document.querySelectorAll('a.cite')].map((cite) => {
+                 cite.focus();
+                 const r = cite.querySelector('.cite-card').getBoundingClientRect();
+                 cite.blur();
+                 return [Math.round(r.left), Math.round(r.right), Math.round(r.width)]; })"""
+        )
+        assert len(cards) == 7 and all(w > 100 for _, _, w in cards), (width, cards)
+        off = [(left, right) for left, right, _ in cards if left < 7 or right > width - 7]
+        if off:
+            outside[width] = off
+    assert outside == {}, f"cards off the screen (left, right) by width: {outside}"
