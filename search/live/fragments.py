@@ -259,6 +259,7 @@ def _context(run) -> dict:
         "error": run.error,
         "seconds": round(time.monotonic() - run.started, 1),
         "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
+        "answered": bool(result.answer),  # Copy is offered only for an answer with text
         "images": run.downloads.records(),
         "question": _question(run) if run.status == Entry.Status.RUNNING else None,
         "oob": True,

@@ -198,3 +198,17 @@ def test_an_answer_names_its_model_never_its_id(owner_client, reported, slug, na
     reported.save()
     page = owner_client.get(reverse("search:thread", args=[reported.thread_id])).content.decode()
     assert f"Answered by {name}" in page and f"({slug})" not in page and f"by {slug}" not in page
+
+
+def test_copy_is_offered_only_for_an_answer_with_text(owner):
+    from search.display import entry_html
+
+    thread = Thread.objects.create(user=owner, title="t")
+    failed = Entry.objects.create(
+        thread=thread, question="q", status="failed", error="Perplexity answered with an error (500)."
+    )
+    answered = Entry.objects.create(thread=thread, question="q2", status="completed", answer="Bread rises.")
+    html = entry_html(failed)
+    assert "Perplexity answered with an error" in html and "Ask again" in html
+    assert "data-copy" not in html
+    assert html.count("data-copy") == 0 and entry_html(answered).count("data-copy") == 2

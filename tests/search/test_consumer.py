@@ -65,7 +65,7 @@ async def test_a_question_streams_in_and_is_saved(owner, alinked, upstream):
     assert "what is x?" in messages[0]
     assert joined.index("source") < joined.index("status-completed")
     assert 'href="https://s1.example/page" class="cite"' in joined
-    assert "<strong>world</strong>" in joined
+    assert "<strong>world</strong>" in joined and "data-copy" in messages[-1]  # Copy, at the end
     entry = await Entry.objects.aget()
     assert entry.status == "completed" and entry.answer == "Hello **world** [1]"
     assert [s["url"] for s in entry.sources] == ["https://s1.example/page", "https://s2.example/page"]
@@ -307,6 +307,7 @@ async def test_each_upstream_failure_ends_in_its_sentence_and_status(
     assert sentence in joined
     entry = await Entry.objects.aget()
     assert entry.status == status and sentence in entry.error
+    assert ("data-copy" in joined) == bool(entry.answer)  # nothing to copy: no Copy
 
 
 async def test_auth_failure_marks_the_link(owner, alinked, upstream):
