@@ -11,6 +11,7 @@ from django import forms
 from accounts.forms import MODES, RECENCY, SOURCES
 from accounts.services import labelled, model_choices
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
+from search.history.query import MAX_QUERY
 from search.render import scrub
 
 MAX_QUESTION = 8000
@@ -49,6 +50,7 @@ class SearchForm(forms.Form):
                 # "you asked this before": past questions while typing, from the history only
                 "hx-get": "/history/suggest/",
                 "hx-trigger": "input changed delay:300ms",
+                "data-suggest-max": MAX_QUERY,  # longer text is no lookup (static/pplxweb.js)
                 "hx-target": "#suggestions",
                 "hx-swap": "innerHTML",
             }

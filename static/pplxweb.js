@@ -35,6 +35,15 @@ document.addEventListener("keydown", (event) => {
   (next < 0 ? box() : links[Math.min(next, links.length - 1)]).focus();
 });
 
+// Past questions are looked up only for text a lookup takes (a long paste would make an address
+// longer than the server reads, and a request that fails).
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const q = event.detail.elt;
+  if (q.id !== "id_q" || !q.dataset.suggestMax || q.value.length <= Number(q.dataset.suggestMax)) return;
+  event.preventDefault();
+  document.getElementById("suggestions")?.replaceChildren();
+});
+
 // Esc closes what is open, one thing at a time: a source card, the suggestions, Options; only
 // when nothing is open does it stop the running answer.
 document.addEventListener("keydown", (event) => {

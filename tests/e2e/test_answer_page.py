@@ -253,6 +253,17 @@ async def test_bad_input_stays_readable_on_a_phone(page, pplxweb_server):
         WIDE
     )
     await shoot(page, "bad-input", audit=False)
+    # a long paste in the box: the counter says so, no lookup of past questions is sent for it
+    lookups = []
+    page.on("request", lambda r: lookups.append(r.url) if "/history/suggest/" in r.url else None)
+    await page.fill("#id_q", "bread " * 4000)
+    await expect(page.locator("#q-counter")).to_contain_text("a question can be at most")
+    await page.wait_for_timeout(600)  # past the lookup's 300 ms wait
+    await page.fill("#id_q", "bread " * 50)
+    await expect(page.locator("#suggestions")).to_be_attached()
+    await page.wait_for_timeout(600)
+    assert lookups and all(len(url) < 2000 for url in lookups), [len(url) for url in lookups]
+    assert page.console_errors == [], page.console_errors
 
 
 @pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
