@@ -79,8 +79,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
-        if _id(query.get("thread")) is not None:
-            await self.watch_thread(_id(query["thread"]))
+        if (thread_id := _id(query.get("thread"))) is not None:
+            await self.watch_thread(thread_id)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):

@@ -41,18 +41,24 @@ def redis_pplxweb(redis_server, fake_perplexity, tmp_path):  # noqa: F811
     stop(proc)
 
 
+async def streaming(page, base: str, fake: str, question: str, parts: int):
+    """Signed in and `question` asked; its answer ("part0 part1 ...", 80 ms apart) is arriving."""
+    control(fake, ask={"answer": [f"part{i} " for i in range(parts)], "pace": 0.08}, requests=[])
+    await sign_in(page, base)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.fill("#id_q", question)
+    await page.keyboard.press("Enter")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
+    return entry
+
+
 async def test_redis_stopped_mid_answer_the_page_says_so_reopens_and_shows_the_whole_answer(
     page, redis_pplxweb, fake_perplexity
 ):
     base, redis, log = redis_pplxweb
     owner = await linked_owner()
-    control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(100)], "pace": 0.08}, requests=[])
-    await sign_in(page, base)
-    await page.wait_for_function("() => window.__wsOpen === true")
-    await page.fill("#id_q", "through an outage")
-    await page.keyboard.press("Enter")
-    entry = page.locator("article.entry").first
-    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
+    entry = await streaming(page, base, fake_perplexity, "through an outage", parts=100)
 
     redis.stop()
     notice = page.locator("#live-notice")
@@ -97,13 +103,7 @@ async def test_an_answer_that_ended_long_before_redis_came_back_is_shown_ended(
 
     base, redis, _log = redis_pplxweb
     await linked_owner()
-    control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(30)], "pace": 0.08}, requests=[])
-    await sign_in(page, base)
-    await page.wait_for_function("() => window.__wsOpen === true")
-    await page.fill("#id_q", "ended while away")
-    await page.keyboard.press("Enter")
-    entry = page.locator("article.entry").first
-    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
+    entry = await streaming(page, base, fake_perplexity, "ended while away", parts=30)
 
     redis.stop()
     await expect(page.locator("#live-notice")).to_contain_text(LOST_TEXT, timeout=10000)
