@@ -195,7 +195,7 @@ def test_serve_keeps_temporary_files_in_the_data_dir(settings, monkeypatch):
     import tempfile
     import time
 
-    from pplxweb.management.commands.serve import use_temp_dir
+    from pplxweb.server import use_temp_dir
 
     monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)  # put back after the test
     stale, fresh = settings.TEMP_DIR / "stale-upload", settings.TEMP_DIR / "fresh-upload"

@@ -6,8 +6,8 @@ The fake Perplexity is served over TLS (a self-signed certificate made at run ti
 tests/benchmarks/tls.py), so pplxweb talks to it as a real install talks to Perplexity: through
 its default transport, curl_cffi (`--plain`: httpx's own, PPLXWEB_IMPERSONATE=off). One stream
 (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare client on the same transport, the
-floor, and (b) through pplxweb end to end (daphne subprocess, a websocket client timing each
-update): one search at a time (ROUNDS of them), then a household's crowd asking at once
+floor, and (b) through pplxweb end to end (`manage.py serve` in a subprocess, as people start
+it; a websocket client timing each update): one search at a time (ROUNDS of them), then a household's crowd asking at once
 (`--crowd N`, default 10; 50 is the old target), in CROWDS rounds, each against the floor of N
 bare clients at once. The fake sends event i at i * 20 ms after the request, so both timelines
 share one schedule. Prints a table (`--json`: one JSON object); not a test.
@@ -209,20 +209,29 @@ def memory_mb(pid: int, row: str) -> float:
     return int(line.split()[1]) / 1024
 
 
-def serve(app: str, env: dict, log: Path, port: int = 0, tls: bool = False) -> tuple[subprocess.Popen, int]:
-    """daphne serving `app` on loopback (`tls`: over TLS with the benchmark's certificate)."""
-    port = port or free_port()
+def serve_fake(env: dict, log: Path, port: int) -> subprocess.Popen:
+    """daphne serving the fake Perplexity on loopback, over TLS with the benchmark's certificate."""
     endpoint = f"ssl:{port}:privateKey={KEY}:certKey={CERT}:interface=127.0.0.1"
-    where = ["-e", endpoint] if tls else ["-b", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", *where, app],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
+    return started(
+        [sys.executable, "-m", "daphne", "-e", endpoint, "tests.fake_perplexity.app:application"],
+        env,
+        log,
+        port,
     )
+
+
+def serve_pplxweb(env: dict, log: Path) -> tuple[subprocess.Popen, int]:
+    """pplxweb as people start it: `manage.py serve`, which prepares, then becomes the server
+    (pplxweb/server.py, the same process)."""
+    port = free_port()
+    env = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
+    return started([sys.executable, "manage.py", "serve"], env, log, port), port
+
+
+def started(command: list[str], env: dict, log: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     wait_for(proc, port, log)
-    return proc, port
+    return proc
 
 
 def fake_port(asked: int | None, notes: list[str]) -> int:
@@ -357,16 +366,11 @@ def main(argv: list[str] | None = None) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, cwd=ROOT)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, cwd=ROOT)
     cookies = people(args.crowd + 1)
-    fake_proc, port = serve(
-        "tests.fake_perplexity.app:application",
-        {**os.environ},
-        DATA / "fake.log",
-        fake_port(args.fake_port, notes),
-        tls=True,
-    )
+    port = fake_port(args.fake_port, notes)
+    fake_proc = serve_fake({**os.environ}, DATA / "fake.log", port)
     fake = f"https://127.0.0.1:{port}"
     env = {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake, "PPLXWEB_IMPERSONATE": impersonate}
-    server_proc, server_port = serve("pplxweb.asgi:application", env, DATA / "server.log")
+    server_proc, server_port = serve_pplxweb(env, DATA / "server.log")
     server = f"http://127.0.0.1:{server_port}"
     pinned = pin(server_proc.pid, notes) if args.one_core else False
     try:

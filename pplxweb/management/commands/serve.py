@@ -1,4 +1,5 @@
-"""Start pplxweb: migrate, collect static files, set up the owner, then serve with daphne."""
+"""Start pplxweb: migrate, collect static files, set up the owner, then become the server
+(pplxweb/server.py: daphne in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -21,45 +22,21 @@ def _urls(host: str, port: int) -> list[str]:
     return [f"http://{f'[{h}]' if ':' in h else h}:{port}/" for h in hosts]
 
 
-def _save_runs_on_shutdown() -> None:
-    """Before the reactor stops, cancel the running answers; each saves what arrived as interrupted."""
-    import asyncio
+def become_the_server() -> None:
+    """Replace this process with `python -m pplxweb.server` (pplxweb/server.py): same process id,
+    a fresh interpreter without the preparation's modules."""
+    import os
+    import sys
 
-    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
-    from twisted.internet import defer, reactor
+    from django.db import connections
 
-    from search.live.runner import shutdown
-
-    def save() -> defer.Deferred:
-        return defer.Deferred.fromFuture(asyncio.ensure_future(shutdown()))
-
-    reactor.addSystemEventTrigger("before", "shutdown", save)
-
-
-def _start_library_keeper() -> None:
-    """Library jobs left running by the last stop resume at once, not with the first visit."""
-    import asyncio
-
-    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
-    from twisted.internet import reactor
-
-    from search.library import keeper
-
-    reactor.callWhenRunning(lambda: asyncio.get_event_loop().call_soon(keeper.ensure_started))
-
-
-def use_temp_dir(max_age: float = 86400) -> None:
-    """This process's temporary files (Django spools a request's body with tempfile's default)
-    go to settings.TEMP_DIR; leftovers of a crash older than a day are removed."""
-    import contextlib
-    import tempfile
-    import time
-
-    tempfile.tempdir = str(settings.TEMP_DIR)
-    for leftover in settings.TEMP_DIR.iterdir():
-        with contextlib.suppress(FileNotFoundError):  # another process's, gone meanwhile
-            if leftover.is_file() and leftover.stat().st_mtime < time.time() - max_age:
-                leftover.unlink()
+    connections.close_all()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    root = str(settings.BASE_DIR)  # where `pplxweb` is imported from, whatever the working directory
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", "pplxweb.server"]
+    os.execve(sys.executable, command, {**os.environ, "PYTHONPATH": path})  # noqa: S606 - our own interpreter
 
 
 class Command(BaseCommand):
@@ -69,21 +46,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-serve", action="store_true", help="prepare, then exit")
 
     def handle(self, *args, **options) -> None:
-        use_temp_dir()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         for line in self.prepare():
             self.stdout.write(line)
         if options["no_serve"]:
             return
-        from daphne.cli import CommandLineInterface
-
-        _save_runs_on_shutdown()
-        _start_library_keeper()
-        bind = settings.BIND
-        CommandLineInterface().run(
-            ["-b", bind.host, "-p", str(bind.port), "--access-log", "-", "pplxweb.asgi:application"]
-        )
+        become_the_server()
 
     def prepare(self) -> list[str]:
         """Owner from the environment, else a setup code; then the addresses to open."""
