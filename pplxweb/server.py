@@ -41,7 +41,6 @@ def _save_runs_on_shutdown() -> None:
     """Before the reactor stops, cancel the running answers; each saves what arrived as interrupted."""
     import asyncio
 
-    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
     from twisted.internet import defer, reactor
 
     from search.live.runner import shutdown
@@ -56,7 +55,6 @@ def _start_library_keeper() -> None:
     """Library jobs left running by the last stop resume at once, not with the first visit."""
     import asyncio
 
-    import daphne.server  # noqa: F401 - installs Twisted's asyncio reactor first
     from twisted.internet import reactor
 
     from search.library import keeper
@@ -69,7 +67,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
     import django
 
-    django.setup()
+    django.setup()  # INSTALLED_APPS' daphne installs Twisted's asyncio reactor before anything uses it
     from daphne.cli import CommandLineInterface
     from django.conf import settings
 

@@ -10,9 +10,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.e2e.conftest import free_port, wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.e2e.conftest import ROOT, free_port, wait_for
 
 
 def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
@@ -54,16 +52,13 @@ def test_the_server_runs_twisted_without_pyopenssl():
         "print(sorted(m for m in sys.modules if m.startswith(('OpenSSL', 'service_identity', "
         "'twisted.internet.ssl')) and sys.modules[m] is not None))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
-    without = subprocess.run(
-        [sys.executable, "-c", probe.replace("plain_http_only(); ", "")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "OpenSSL" in without.stdout  # what the call prevents: the probe can fail
+
+    def run(code: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert run(probe) == "[]"
+    assert "OpenSSL" in run(probe.replace("plain_http_only(); ", ""))  # what the call prevents: it can fail

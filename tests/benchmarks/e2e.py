@@ -7,9 +7,9 @@ tests/benchmarks/tls.py), so pplxweb talks to it as a real install talks to Perp
 its default transport, curl_cffi (`--plain`: httpx's own, PPLXWEB_IMPERSONATE=off). One stream
 (300 events, ~10 KB answer, 20 ms apart) is read (a) by a bare client on the same transport, the
 floor, and (b) through pplxweb end to end (`manage.py serve` in a subprocess, as people start
-it; a websocket client timing each update): one search at a time (ROUNDS of them), then a household's crowd asking at once
-(`--crowd N`, default 10; 50 is the old target), in CROWDS rounds, each against the floor of N
-bare clients at once. The fake sends event i at i * 20 ms after the request, so both timelines
+it; a websocket client timing each update): one search at a time (ROUNDS of them), then a
+household's crowd asking at once (`--crowd N`, default 10; 50 is the old target), in CROWDS
+rounds, each against the floor of N bare clients at once. The fake sends event i at i * 20 ms after the request, so both timelines
 share one schedule. Prints a table (`--json`: one JSON object); not a test.
 
 `--one-core` pins the server to CPU 1 (os.sched_setaffinity), as on a small machine; with one
