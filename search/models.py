@@ -234,10 +234,11 @@ class Attachment(models.Model):
     kind = models.CharField(max_length=12)  # search.attachments.KINDS
     remote_url = models.TextField(blank=True)  # Perplexity's URL for it, once uploaded there
     cited = models.BooleanField(default=False)  # the answer named it (a "your file" source)
+    position = models.PositiveSmallIntegerField(default=0)  # its place in the question's files
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["pk"]
+        ordering = ["position", "pk"]  # as attached (uploads finish in any order)
         indexes = [models.Index(fields=["entry", "created"], name="search_attachment_unasked")]
 
     def __str__(self) -> str:

@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from accounts import ratelimit
@@ -284,9 +285,15 @@ def take_uploads(user, count: int) -> None:
 
 
 def link(entry: Entry, attachments: list[Attachment]) -> None:
-    """The files go with their entry (in the caller's transaction)."""
+    """The files go with their entry (in the caller's transaction), in the order they were
+    attached: two uploads finish in either order, so their pks do not say it."""
     if attachments:
-        Attachment.objects.filter(pk__in=[a.pk for a in attachments], entry__isnull=True).update(entry=entry)
+        places = Case(*(When(pk=a.pk, then=Value(i)) for i, a in enumerate(attachments)))
+        Attachment.objects.filter(pk__in=[a.pk for a in attachments], entry__isnull=True).update(
+            entry=entry, position=places
+        )
+        for i, a in enumerate(attachments):
+            a.position = i
     entry.attachment_list = attachments
 
 

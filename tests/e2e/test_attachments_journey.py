@@ -87,7 +87,7 @@ async def test_attach_by_paste_and_button_ask_and_keep(page, pplxweb_server, fak
     assert await page.evaluate("window.__samePage === true")
     await shoot(page, f"attach-live-{'desktop' if wide else 'phone'}")
     saved = await Entry.objects.aget()
-    files = [a async for a in Attachment.objects.filter(entry=saved).order_by("pk")]
+    files = [a async for a in saved.attachments.all()]  # as attached, whichever upload finished first
     assert [a.name for a in files] == ["pasted.png", "statement.pdf"] and all(a.remote_url for a in files)
     asked = [r for r in seen(fake_perplexity) if r["path"] == "/rest/sse/perplexity_ask"][-1]
     assert all(a.remote_url in asked["body"] for a in files)

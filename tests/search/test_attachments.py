@@ -264,6 +264,27 @@ async def test_the_attach_endpoint_and_the_socket_path(owner, alinked, upstream)
     assert isinstance(again, str) and "already asked with" in again
 
 
+async def test_the_files_keep_the_order_they_were_attached_in(owner, alinked, upstream):
+    """Two uploads finish in either order (the later one may get the lower pk): the saved
+    question lists its files as the question did, on its page and when asked again."""
+    storage_routes(upstream)
+    client = await client_for(owner)
+    ids = []
+    for name, data in (("statement.pdf", PDF), ("photo.png", PNG)):
+        response = await client.post(reverse("search:attach"), {"file": upload(name, data)})
+        ids.append(str(response.json()["id"]))
+    data = QueryDict(mutable=True)
+    data.update({"q": "both?"})
+    data.setlist("attachment", list(reversed(ids)))  # the photo was attached first
+    entry, _, _ = await sync_to_async(starts.prepare)(owner, data)
+    wanted = ["photo.png", "statement.pdf"]
+    assert [a["name"] for a in attachments.listed(entry)] == wanted  # the live page
+    saved = await Entry.objects.aget(pk=entry.pk)
+    assert [a.name async for a in saved.attachments.all()] == wanted  # the saved page, export, retry
+    copies = await sync_to_async(attachments.copies_for)(owner, saved)  # "Edit and ask again"
+    assert [a.name for a in copies] == wanted
+
+
 async def test_a_file_not_on_perplexity_yet_is_refused_by_the_socket(owner, alinked):
     kept = await sync_to_async(attachments.keep)(owner, upload("notes.txt", b"words\n"))
     data = QueryDict(mutable=True)
