@@ -132,11 +132,12 @@ def _citations(state: StateCore) -> None:
 
 
 def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -> list[Token]:
-    """Each `[n]` with an http(s) source becomes a chip: the site's name (its number when several
-    stand together, "[1][2]"), and a card with the title, site and snippet shown on hover or
-    focus. The link's own name is what a screen reader says: "source 3: title, site". Chips
-    followed by punctuation ("Paris[1].") are held together with it (`cite-run`), so a line
-    never starts with the lone "."."""
+    """Each `[n]` with an http(s) source becomes a chip: the site's name, and a card with the
+    title, site and snippet shown on hover or focus. Several standing together ("[1][2]") are
+    one chip, as on Perplexity: the first site's name and "+1", linking the first, its card
+    listing each. The link's own name is what a screen reader says: "source 3: title, site".
+    Chips followed by punctuation ("Paris[1].") are held together with it (`cite-run`), so a
+    line never starts with the lone "."."""
     out: list[Token] = []
     last = 0
     matches = [m for m in CITATION.finditer(token.content) if _cited(sources, int(m.group(1)))]
@@ -149,8 +150,8 @@ def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -
     for run in runs:
         if run[0].start() > last:
             out.append(_text(token.content[last : run[0].start()]))
-        numbers = [int(m.group(1)) for m in run]
-        chips = [t for n in numbers for t in _chip(n, sources[n - 1], len(numbers) > 1, cards)]
+        numbers = list(dict.fromkeys(int(m.group(1)) for m in run))  # "[1][1]" is one
+        chips = _chip([source_info(n, sources[n - 1]) for n in numbers], cards)
         last = run[-1].end()
         punctuation = PUNCTUATION.match(token.content, last)
         if punctuation:
@@ -168,26 +169,33 @@ def _cited(sources: Sequence[Any], n: int) -> bool:
     return 1 <= n <= len(sources) and bool(_source_url(sources[n - 1]))
 
 
-def _chip(n: int, source: Any, numbered: bool, cards: bool = True) -> list[Token]:
-    info = source_info(n, source)
+def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
+    """One chip for the sources `infos` cited together (source_info each)."""
+    first, more = infos[0], len(infos) - 1
     link = Token("link_open", "a", 1)
-    label = f"source {n}: {info['title']}, {info['host']}"
-    link.attrs = {"href": info["url"], "class": "cite", "aria-label": label[:400]}
-    card = (
-        ""
-        if not cards
-        else (
-            f'<span class="cite-card"><span class="cite-title">{escape(info["title"][:160])}</span>'
-            f'<span class="cite-host">{escape(info["host"])}</span>'
+    named = "; ".join(f"{i['title']}, {i['host']}" for i in infos)
+    label = (
+        f"source {first['n']}: {named}"
+        if not more
+        else f"sources {', '.join(str(i['n']) for i in infos)}: {named}"
+    )
+    link.attrs = {"href": first["url"], "class": "cite", "aria-label": label[:400]}
+    card = ""
+    if cards:
+        card = "".join(
+            f'<span class="cite-item"><span class="cite-title">{escape(i["title"][:160])}</span>'
+            f'<span class="cite-host">{escape(i["host"])}</span>'
             + (
-                f'<span class="cite-snippet">{escape(info["snippet"][:220])}</span>'
-                if info["snippet"]
+                f'<span class="cite-snippet">{escape(i["snippet"][: 220 if not more else 120])}</span>'
+                if i["snippet"]
                 else ""
             )
             + "</span>"
+            for i in infos
         )
-    )
-    site = _html(f'<span class="cite-site">{escape(str(n) if numbered else info["site"])}</span>{card}')
+        card = f'<span class="cite-card">{card}</span>'
+    plus = f'<span class="cite-more">+{more}</span>' if more else ""
+    site = _html(f'<span class="cite-site">{escape(first["site"])}</span>{plus}{card}')
     return [link, site, Token("link_close", "a", -1)]
 
 

@@ -28,7 +28,7 @@ TAGS = re.compile(r"<[^>]+>")
 
 def visible(html: str) -> str:
     """The text a person sees: without tags and without the hidden source cards."""
-    html = re.sub(r'<span class="cite-card">.*?</span></span>', "", html)
+    html = re.sub(r'<span class="cite-card">.*?</span></span></span>', "", html)
     return TAGS.sub("", html)
 
 
@@ -39,9 +39,14 @@ def test_a_citation_is_a_chip_with_the_site_its_card_and_a_name_for_screen_reade
     assert 'aria-label="source 1: Bread - Wikipedia, en.wikipedia.org"' in one
     assert '<span class="cite-site">wikipedia</span>' in one
     assert '<span class="cite-title">Bread - Wikipedia</span>' in one and "Bread is a staple." in one
-    # several together show their numbers; an IP address stays whole; a number with no source stays text
-    assert '<span class="cite-site">2</span>' in html and '<span class="cite-site">3</span>' in html
-    assert "192.168.1.20" in html and "Unknown [9]." in visible(html)
+    # several together are one chip, as on Perplexity: the first site and "+1", its card listing
+    # each, its name naming each; an IP address stays whole; a number with no source stays text
+    two = re.search(r'<a href="https://www.bbc.co.uk/food/salt"[^>]*>.*?</a>', html).group(0)
+    assert '<span class="cite-site">bbc</span><span class="cite-more">+1</span>' in two
+    assert 'aria-label="sources 2, 3: Salt, bbc.co.uk; 192.168.1.20, 192.168.1.20"' in two
+    assert two.count('class="cite-item"') == 2 and html.count('class="cite"') == 2
+    assert "192.168.1.20" in two and "Unknown [9]." in visible(html)
+    assert visible(html).strip() == "Bread rises wikipedia. Salt too bbc+1. Unknown [9]."
 
 
 def test_answer_headings_sit_below_the_question():
