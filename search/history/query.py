@@ -33,8 +33,11 @@ MARKS = [
     (re.compile(r"[ \t]*\[\d{1,3}\]"), "", ("[",)),  # citations
     (re.compile(r"(?m)^[ \t|:-]*-{3,}[ \t|:-]*$"), "", ("---",)),  # rules, a table's header line
     (re.compile(r"(?m)^[ \t]*(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+"), "", ()),  # headings, quotes, list items
-    # emphasis, code, tables
-    (re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|\|"), "", tuple("*_~`|")),
+    # a table's rows: "| Water | 350 |" -> "Water · 350;" (cells and rows still told apart)
+    (re.compile(r"(?m)[ \t]*\|[ \t]*$"), ";", ("|",)),
+    (re.compile(r"(?m)^[ \t]*\|[ \t]*"), "", ("|",)),
+    (re.compile(r"(?:[ \t]*\|)+[ \t]*"), " · ", ("|",)),
+    (re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)"), "", tuple("*_~`")),  # emphasis, code
 ]
 
 

@@ -100,7 +100,9 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     await expect(second.locator(".status-completed")).to_be_visible(timeout=15000)
     box = await page.locator("#search-form").bounding_box()
     assert box["y"] + box["height"] <= height + 1
-    assert box["height"] <= 110, box  # pinned, it stays small: the screen is the answer's (was 205 on a phone)
+    assert box["height"] <= 110, (
+        box
+    )  # pinned, it stays small: the screen is the answer's (was 205 on a phone)
     await shoot(page, "follow-up")
     thread_path = page.url.removeprefix(base).split("#")[0]
     await page.goto(f"{base}/history/")

@@ -464,6 +464,19 @@ def test_excerpts_show_an_answers_words_not_its_markdown(owner_client, owner):
     assert "is the <mark>capital</mark> of France." in found and "**" not in found and "[1]" not in found
 
 
+def test_an_excerpt_of_a_table_keeps_its_cells_and_rows_apart(owner_client, owner):
+    make(
+        owner,
+        "loaf?",
+        answer="Per loaf:\n\n| Ingredient | Grams |\n|---|---:|\n| Flour | 500 |\n| Water | 350 |",
+    )
+    page = owner_client.get(reverse("search:history")).content.decode()
+    assert "Per loaf: Ingredient · Grams; Flour · 500; Water · 350;" in page
+    found = owner_client.get(reverse("search:history"), {"q": "water"}).content.decode()
+    excerpt = found.split('class="excerpt"')[1].split("</p>")[0]
+    assert "<mark>Water</mark>" in excerpt and "Flour · 500;" in excerpt and "|" not in excerpt
+
+
 def conversation(user, token: str, *answers: tuple[str, str]) -> list[Entry]:
     """A thread on Perplexity (its token) with answers (Perplexity's id, credential asked with)."""
     thread = Thread.objects.create(user=user, title=token, read_write_token=token)
