@@ -185,9 +185,20 @@ const formHeight = () => {
 const showEntry = (entry) => scrollTo(entry.getBoundingClientRect().top + window.scrollY - 12);
 
 window.addEventListener("scroll", () => {
-  if (Date.now() - ownScroll > 150 && window.scrollY < lastY - 2) following = null;
+  if (Date.now() - ownScroll > 150 && window.scrollY < lastY - 2) following = null; // e.g. the scrollbar
   lastY = window.scrollY;
 }, { passive: true });
+// A person scrolling up lets go at once. The page scrolls at every update while the answer is
+// shorter than the screen, so a scroll event cannot tell theirs from its own: their input can.
+let touchY = null;
+window.addEventListener("wheel", (event) => { if (event.deltaY < 0) following = null; }, { passive: true });
+window.addEventListener("touchstart", (event) => { touchY = event.touches[0].clientY; }, { passive: true });
+window.addEventListener("touchmove", (event) => {
+  if (touchY !== null && event.touches[0].clientY > touchY + 8) following = null; // the finger pulls the page down
+}, { passive: true });
+window.addEventListener("keydown", (event) => {
+  if (["ArrowUp", "PageUp", "Home"].includes(event.key) && !event.target.closest("textarea, input, select")) following = null;
+});
 
 const follow = () => {
   if (!following || !following.isConnected) return;

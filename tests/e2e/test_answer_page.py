@@ -15,6 +15,7 @@ from playwright.async_api import expect
 from tests.e2e.conftest import ARTIFACTS, ROOT, control
 from tests.e2e.rich_answer import FIXTURE
 from tests.e2e.test_journeys import PHONE, ask, first_run, link
+from tests.e2e.test_search_journey import linked_owner, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DESKTOP = {"width": 1280, "height": 800}
@@ -446,3 +447,28 @@ async def test_a_citations_card_stays_on_the_screen(page):
         if off:
             outside[width] = off
     assert outside == {}, f"cards off the screen (left, right) by width: {outside}"
+
+
+@pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
+async def test_scrolling_up_while_it_streams_lets_go_of_the_answer(page, pplxweb_server, fake_perplexity):
+    """While the answer grows the page scrolls with it; a person scrolling up (here the wheel)
+    stops that at once, even right after one of the page's own scrolls (it scrolls at every
+    update while the answer is shorter than the screen): the page is never pulled back."""
+    await linked_owner()
+    words = [f"Paragraph {n}: the dough rises as the yeast works through the sugars.\n\n" for n in range(60)]
+    control(fake_perplexity, ask={"answer": words, "pace": 0.06}, requests=[])
+    await sign_in(page, pplxweb_server)
+    await page.wait_for_function("() => window.__wsOpen === true")
+    await page.fill("#id_q", "How does dough rise?")
+    await page.keyboard.press("Enter")
+    entry = page.locator("article.entry").first
+    await expect(entry.locator(".answer")).to_contain_text("Paragraph 12", timeout=10000)
+    await page.wait_for_function("() => window.scrollY > 30")  # it follows the answer down
+    await page.mouse.move(195, 300)
+    await page.mouse.wheel(0, -120)
+    await asyncio.sleep(0.05)
+    left = await page.evaluate("window.scrollY")
+    await asyncio.sleep(0.8)  # ten updates
+    assert await page.evaluate("window.scrollY") <= left + 2
+    await expect(entry.locator(".status-completed")).to_be_visible(timeout=15000)
+    assert await page.evaluate("window.scrollY") <= left + 2
