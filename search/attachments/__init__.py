@@ -292,8 +292,6 @@ def link(entry: Entry, attachments: list[Attachment]) -> None:
         Attachment.objects.filter(pk__in=[a.pk for a in attachments], entry__isnull=True).update(
             entry=entry, position=places
         )
-        for i, a in enumerate(attachments):
-            a.position = i
     entry.attachment_list = attachments
 
 

@@ -458,9 +458,7 @@ async def test_scrolling_up_while_it_streams_lets_go_of_the_answer(page, pplxweb
     words = [f"Paragraph {n}: the dough rises as the yeast works through the sugars.\n\n" for n in range(60)]
     control(fake_perplexity, ask={"answer": words, "pace": 0.06}, requests=[])
     await sign_in(page, pplxweb_server)
-    await page.wait_for_function("() => window.__wsOpen === true")
-    await page.fill("#id_q", "How does dough rise?")
-    await page.keyboard.press("Enter")
+    await ask(page, "How does dough rise?")
     entry = page.locator("article.entry").first
     await expect(entry.locator(".answer")).to_contain_text("Paragraph 12", timeout=10000)
     await page.wait_for_function("() => window.scrollY > 30")  # it follows the answer down
