@@ -170,7 +170,9 @@ def _cited(sources: Sequence[Any], n: int) -> bool:
 
 
 def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
-    """One chip for the sources `infos` cited together (source_info each)."""
+    """One chip for the sources `infos` cited together (source_info each). A lone source's card
+    is part of its link; sources cited together are a group (`cite-group`): the chip links the
+    first, and its card, beside the chip rather than in it, links each."""
     first, more = infos[0], len(infos) - 1
     link = Token("link_open", "a", 1)
     named = "; ".join(f"{i['title']}, {i['host']}" for i in infos)
@@ -180,23 +182,26 @@ def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
         else f"sources {', '.join(str(i['n']) for i in infos)}: {named}"
     )
     link.attrs = {"href": first["url"], "class": "cite", "aria-label": label[:400]}
-    card = ""
-    if cards:
-        card = "".join(
-            f'<span class="cite-item"><span class="cite-title">{escape(i["title"][:160])}</span>'
-            f'<span class="cite-host">{escape(i["host"])}</span>'
-            + (
-                f'<span class="cite-snippet">{escape(i["snippet"][: 220 if not more else 120])}</span>'
-                if i["snippet"]
-                else ""
-            )
-            + "</span>"
-            for i in infos
-        )
-        card = f'<span class="cite-card">{card}</span>'
     plus = f'<span class="cite-more">+{more}</span>' if more else ""
-    site = _html(f'<span class="cite-site">{escape(first["site"])}</span>{plus}{card}')
-    return [link, site, Token("link_close", "a", -1)]
+    site = f'<span class="cite-site">{escape(first["site"])}</span>{plus}'
+    close = Token("link_close", "a", -1)
+    if not more:
+        card = f'<span class="cite-item">{_card_item(first, 220)}</span>'
+        return [link, _html(site + (f'<span class="cite-card">{card}</span>' if cards else "")), close]
+    card = "".join(f'<a href="{escape(i["url"])}" class="cite-item">{_card_item(i, 120)}</a>' for i in infos)
+    card = f'<span class="cite-card">{card}</span>' if cards else ""
+    return [_html('<span class="cite-group">'), link, _html(site), close, _html(f"{card}</span>")]
+
+
+def _card_item(info: dict, snippet: int) -> str:
+    """A source in a citation's card: its title, host and the start of its snippet."""
+    text = (
+        f'<span class="cite-title">{escape(info["title"][:160])}</span>'
+        f'<span class="cite-host">{escape(info["host"])}</span>'
+    )
+    if info["snippet"]:
+        text += f'<span class="cite-snippet">{escape(info["snippet"][:snippet])}</span>'
+    return text
 
 
 def _html(content: str) -> Token:
@@ -240,7 +245,7 @@ def clean(html: str) -> str:
         html,
         tags=TAGS,
         attributes=ATTRIBUTES,
-        allowed_classes={"a": {"cite"}, "th": ALIGNED, "td": ALIGNED},
+        allowed_classes={"a": {"cite", "cite-item"}, "th": ALIGNED, "td": ALIGNED},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
         set_tag_attribute_values={"a": {"target": "_blank"}},  # never leave pplxweb mid-answer

@@ -44,12 +44,15 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   document.getElementById("suggestions")?.replaceChildren();
 });
 
+// a chip and its card: one source's link, or the group of sources cited together
+const citeOf = (element) => element && element.closest && (element.closest(".cite-group") || element.closest("a.cite"));
+
 // Esc closes what is open, one thing at a time: a source card, the suggestions, Options; only
 // when nothing is open does it stop the running answer.
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
-  const cite = document.activeElement && document.activeElement.closest && document.activeElement.closest("a.cite");
-  if (cite && !cite.classList.contains("closed")) { cite.classList.add("closed"); return; }
+  const cite = citeOf(document.activeElement);
+  if (cite && !cite.classList.contains("closed")) { cite.classList.add("closed"); cite.classList.remove("open"); return; }
   const suggestions = document.getElementById("suggestions");
   if (suggestions && suggestions.querySelector("a")) {
     suggestions.replaceChildren();
@@ -65,7 +68,7 @@ document.addEventListener("keydown", (event) => {
 // --- source cards --------------------------------------------------------------------------------
 
 const placeCard = (event) => {
-  const cite = event.target.closest && event.target.closest("a.cite");
+  const cite = citeOf(event.target);
   if (!cite) return;
   cite.classList.remove("closed");
   const card = cite.querySelector(".cite-card");
@@ -78,6 +81,22 @@ const placeCard = (event) => {
 };
 document.addEventListener("mouseover", placeCard);
 document.addEventListener("focusin", placeCard);
+// On a touch screen the first tap on sources cited together opens their card (a link for each);
+// a second tap on the chip opens the first source, a tap elsewhere closes the card. A source opened
+// by a click (in a new tab) closes its card, which stays closed until the chip is pointed at again.
+document.addEventListener("click", (event) => {
+  const group = event.target.closest && event.target.closest(".cite-group");
+  document.querySelectorAll(".cite-group.open").forEach((open) => open !== group && open.classList.remove("open"));
+  if (!group) return;
+  if (event.target.closest("a.cite") && !group.classList.contains("open") && matchMedia("(hover: none)").matches) {
+    event.preventDefault();
+    group.classList.add("open");
+    placeCard(event);
+  } else if (event.detail > 0) {
+    group.classList.remove("open");
+    group.classList.add("closed");
+  }
+});
 
 // --- the question box --------------------------------------------------------------------------
 

@@ -105,6 +105,14 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
         box
     )  # pinned, it stays small: the screen is the answer's (was 205 on a phone)
     await shoot(page, "follow-up")
+    # Options open: its fields scroll within the box, which keeps to the screen's lower part
+    await page.click("details.options summary")
+    box = await page.locator("#search-form").bounding_box()
+    assert box["y"] >= height * 0.3 and box["y"] + box["height"] <= height + 1, box  # was 1028 px on a phone
+    await page.locator("#id_incognito").scroll_into_view_if_needed()
+    await expect(page.locator("#id_incognito")).to_be_in_viewport()  # the last field is reachable
+    await shoot(page, "options-open")
+    await page.click("details.options summary")
     thread_path = page.url.removeprefix(base).split("#")[0]
     await page.goto(f"{base}/history/")
     await shoot(page, "history")
@@ -438,7 +446,7 @@ async def test_a_citations_card_stays_on_the_screen(page):
         cards = await page.evaluate(
             """() => [...document.querySelectorAll('a.cite')].map((cite) => {
                  cite.focus();
-                 const r = cite.querySelector('.cite-card').getBoundingClientRect();
+                 const r = (cite.closest('.cite-group') || cite).querySelector('.cite-card').getBoundingClientRect();
                  cite.blur();
                  return [Math.round(r.left), Math.round(r.right), Math.round(r.width)]; })"""
         )
@@ -447,6 +455,73 @@ async def test_a_citations_card_stays_on_the_screen(page):
         if off:
             outside[width] = off
     assert outside == {}, f"cards off the screen (left, right) by width: {outside}"
+
+
+CITED_TOGETHER = "Steam does the rest in the oven [1][2][3]."
+
+
+async def answer_page(page, html: str) -> None:
+    css, js = ((ROOT / "static" / name).read_text() for name in ("pplxweb.css", "pplxweb.js"))
+    await page.context.route("https://*.example/**", lambda route: route.fulfill(body="a source"))
+    await page.goto("https://pplxweb.example/")
+    await page.set_content(
+        f"<style>{css}</style><main><article class='answer'>{html}</article></main><script>{js}</script>"
+    )
+
+
+async def test_sources_cited_together_each_open_from_their_card(page):
+    """ "[1][2][3]" is one chip linking the first source; its card lists each source as a link of
+    its own (it was text inside the first one's link, so clicking the second opened the first):
+    reached with the mouse (the card stays open on the way from chip to card), the keyboard
+    (Tab goes through the card's links, Esc closes it) and, on a touch screen, a first tap."""
+    from search.render import render_answer
+
+    sources = [{"url": f"https://site{n}.example/page", "title": f"Source number {n}"} for n in (1, 2, 3)]
+    await answer_page(page, render_answer(CITED_TOGETHER, sources))
+    chip, card = page.locator("a.cite"), page.locator(".cite-card")
+    assert await chip.count() == 1 and await chip.get_attribute("href") == "https://site1.example/page"
+    items = card.locator("a.cite-item")
+    assert await items.evaluate_all("links => links.map(a => a.href)") == [s["url"] for s in sources]
+    # the mouse: over the chip, down to the card's second source, a click opens that source
+    await chip.hover()
+    await expect(card).to_be_visible()
+    box = await chip.bounding_box()
+    second = await items.nth(1).bounding_box()
+    await page.mouse.move(box["x"] + 5, box["y"] + box["height"] + 2)  # between chip and card
+    await expect(card).to_be_visible()
+    await page.mouse.move(second["x"] + 10, second["y"] + 5, steps=5)
+    await expect(card).to_be_visible()
+    async with page.expect_popup() as opened:
+        await page.mouse.click(second["x"] + 10, second["y"] + 5)
+    assert (await opened.value).url == "https://site2.example/page"
+    await page.mouse.move(0, 0)
+    await expect(card).to_be_hidden()
+    # the keyboard: Tab to the chip shows the card, Tab goes through its sources, Esc closes it
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.className") == "cite"
+    await expect(card).to_be_visible()
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.href") == "https://site2.example/page"
+    await expect(card).to_be_visible()
+    await page.keyboard.press("Escape")
+    await expect(card).to_be_hidden()
+    # a touch screen: the first tap opens the card (no source yet), a tap on a source opens it
+    phone = await page.context.browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    touch = await phone.new_page()
+    await answer_page(touch, render_answer(CITED_TOGETHER, sources))
+    popups = []
+    touch.on("popup", lambda popup: popups.append(popup))
+    await touch.locator("a.cite").tap()
+    await expect(touch.locator(".cite-card")).to_be_visible()
+    await asyncio.sleep(0.3)
+    assert popups == [] and touch.url == "https://pplxweb.example/"
+    async with touch.expect_popup() as opened:
+        await touch.locator("a.cite-item").nth(2).tap()
+    assert (await opened.value).url == "https://site3.example/page"
+    await touch.locator("main").tap(position={"x": 5, "y": 5})
+    await expect(touch.locator(".cite-card")).to_be_hidden()
+    await phone.close()
 
 
 @pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])

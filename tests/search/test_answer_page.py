@@ -5,6 +5,7 @@ and the pages' small promises (no-JS refresh, no entry before linking)."""
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 from django.urls import reverse
@@ -23,13 +24,31 @@ SOURCES = [
     {"title": "Salt", "url": "https://www.bbc.co.uk/food/salt", "snippet": ""},
     {"title": "", "url": "http://192.168.1.20:8080/page", "snippet": ""},
 ]
-TAGS = re.compile(r"<[^>]+>")
+
+
+class _Visible(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text, self.depth = [], 0  # depth: spans open inside a card
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "span" and (self.depth or ("class", "cite-card") in attrs):
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.text.append(data)
 
 
 def visible(html: str) -> str:
     """The text a person sees: without tags and without the hidden source cards."""
-    html = re.sub(r'<span class="cite-card">.*?</span></span></span>', "", html)
-    return TAGS.sub("", html)
+    parser = _Visible()
+    parser.feed(html)
+    return "".join(parser.text)
 
 
 def test_a_citation_is_a_chip_with_the_site_its_card_and_a_name_for_screen_readers():
@@ -39,13 +58,21 @@ def test_a_citation_is_a_chip_with_the_site_its_card_and_a_name_for_screen_reade
     assert 'aria-label="source 1: Bread - Wikipedia, en.wikipedia.org"' in one
     assert '<span class="cite-site">wikipedia</span>' in one
     assert '<span class="cite-title">Bread - Wikipedia</span>' in one and "Bread is a staple." in one
-    # several together are one chip, as on Perplexity: the first site and "+1", its card listing
-    # each, its name naming each; an IP address stays whole; a number with no source stays text
-    two = re.search(r'<a href="https://www.bbc.co.uk/food/salt"[^>]*>.*?</a>', html).group(0)
-    assert '<span class="cite-site">bbc</span><span class="cite-more">+1</span>' in two
-    assert 'aria-label="sources 2, 3: Salt, bbc.co.uk; 192.168.1.20, 192.168.1.20"' in two
-    assert two.count('class="cite-item"') == 2 and html.count('class="cite"') == 2
-    assert "192.168.1.20" in two and "Unknown [9]." in visible(html)
+    # several together are one chip, as on Perplexity: the first site and "+1", linking the first,
+    # its name naming each, and beside it (not inside: no link in a link) a card linking each;
+    # an IP address stays whole; a number with no source stays text
+    group = re.search(
+        r'<span class="cite-group">(<a [^>]*>.*?</a>)<span class="cite-card">(.*?)</span></span>', html
+    )
+    chip, card = group.groups()
+    assert chip.startswith('<a href="https://www.bbc.co.uk/food/salt" class="cite"')
+    assert '<span class="cite-site">bbc</span><span class="cite-more">+1</span></a>' in chip
+    assert 'aria-label="sources 2, 3: Salt, bbc.co.uk; 192.168.1.20, 192.168.1.20"' in chip
+    items = re.findall(r'<a href="([^"]+)" class="cite-item"[^>]*>(.*?)</a>', card)
+    assert [url for url, _ in items] == ["https://www.bbc.co.uk/food/salt", "http://192.168.1.20:8080/page"]
+    assert all('target="_blank"' in a for a in re.findall(r"<a [^>]*>", card))
+    assert "Salt" in items[0][1] and "192.168.1.20" in items[1][1] and html.count('class="cite"') == 2
+    assert "Unknown [9]." in visible(html)
     assert visible(html).strip() == "Bread rises wikipedia. Salt too bbc+1. Unknown [9]."
 
 

@@ -257,6 +257,9 @@ def test_a_citation_keeps_the_punctuation_after_it_on_its_line():
         "Paris is the capital [1]. Lyon [1][3], then Nice [3]\u201d and more [1] here", SOURCES
     )
     assert re.search(r'<span class="cite-run"><a [^>]*class="cite"[^>]*>.*?</a>\.</span> Lyon', html)
-    assert re.search(r'<span class="cite-run"><a [^>]*class="cite".*?\+1.*?</a>,</span> then', html)
+    assert re.search(
+        r'<span class="cite-run"><span class="cite-group"><a [^>]*class="cite".*?\+1.*?</span></span>,</span> then',
+        html,
+    )
     assert re.search(r"</a>\u201d</span> and more", html)
     assert html.count('class="cite-run"') == 3  # "[1] here": nothing to hold, no run
