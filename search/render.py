@@ -175,7 +175,7 @@ def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
     first, and its card, beside the chip rather than in it, links each."""
     first, more = infos[0], len(infos) - 1
     link = Token("link_open", "a", 1)
-    named = "; ".join(f"{i['title']}, {i['host']}" for i in infos)
+    named = "; ".join(f"{i['title']}, {i['host']}" if i["titled"] else i["title"] for i in infos)
     label = (
         f"source {first['n']}: {named}"
         if not more
@@ -195,9 +195,8 @@ def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
 
 def _card_item(info: dict, snippet: int) -> str:
     """A source in a citation's card: its title, host and the start of its snippet."""
-    text = (
-        f'<span class="cite-title">{escape(info["title"][:160])}</span>'
-        f'<span class="cite-host">{escape(info["host"])}</span>'
+    text = f'<span class="cite-title">{escape(info["title"][:160])}</span>' + (
+        f'<span class="cite-host">{escape(info["host"])}</span>' if info["titled"] else ""
     )
     if info["snippet"]:
         text += f'<span class="cite-snippet">{escape(info["snippet"][:snippet])}</span>'
@@ -297,10 +296,11 @@ def source_info(n: int, source: Any) -> dict:
     get = source.get if isinstance(source, dict) else lambda k, s=source: getattr(s, k, "")
     url = safe_url(get("url"))
     host = _host(url)
-    title = " ".join(scrub(str(get("title") or "")).translate(BIDI).split()) or host or f"Source {n}"
+    titled = " ".join(scrub(str(get("title") or "")).translate(BIDI).split())
+    title = titled or host or f"Source {n}"  # an untitled source is named by its host, once
     site = _site(host)[:40] or f"source {n}"
     return {
-        "n": n, "url": url, "title": title[:300], "host": host, "site": site,
+        "n": n, "url": url, "title": title[:300], "titled": bool(titled), "host": host, "site": site,
         "letter": site[:1].upper() or str(n),
         "snippet": " ".join(scrub(str(get("snippet") or "")).translate(BIDI).split())[:600],
     }  # fmt: skip

@@ -143,7 +143,8 @@ def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> lis
 def search(
     user, filters: Filters, offset: int = 0, size: int = PAGE
 ) -> list[tuple[Entry, SafeString, SafeString]]:
-    """(entry, highlighted question, highlighted answer excerpt), best match first, then newest."""
+    """(entry, highlighted question, highlighted answer excerpt), best match first, then newest
+    (by date: an imported library's entries are not stored in date order)."""
     if not words(filters.text):
         return []
     size = max(1, min(size, MAX_PAGE))
@@ -171,11 +172,11 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
     query = fts5_query(text)
     ranked = f"""
         SELECT id FROM (
-            SELECT f.rowid AS id, f.rank AS rank
+            SELECT f.rowid AS id, f.rank AS rank, e.created AS created
             FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
             WHERE search_entry_fts MATCH %s AND e.user_id = %s
             ORDER BY f.rowid DESC LIMIT {CANDIDATES})
-        ORDER BY rank, id DESC LIMIT %s OFFSET %s"""  # noqa: S608 - CANDIDATES is a constant
+        ORDER BY rank, created DESC, id DESC LIMIT %s OFFSET %s"""  # noqa: S608 - CANDIDATES is a constant
     with connection.cursor() as cursor:
         cursor.execute(ranked, [query, user.pk, size, offset])
         ids = [row[0] for row in cursor.fetchall()]
@@ -201,17 +202,17 @@ def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, 
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
     sql = f"""
         WITH candidates AS (
-            SELECT e.id, e.search_document FROM search_entry e
+            SELECT e.id, e.created, e.search_document FROM search_entry e
             WHERE e.user_id = %(user)s AND e.search_document @@ to_tsquery('simple', %(terms)s)
             ORDER BY e.id DESC LIMIT {CANDIDATES}),
         ranked AS (
-            SELECT c.id, ts_rank(c.search_document, to_tsquery('simple', %(terms)s)) AS rank
-            FROM candidates c ORDER BY rank DESC, c.id DESC LIMIT %(size)s OFFSET %(offset)s)
+            SELECT c.id, c.created, ts_rank(c.search_document, to_tsquery('simple', %(terms)s)) AS rank
+            FROM candidates c ORDER BY rank DESC, c.created DESC, c.id DESC LIMIT %(size)s OFFSET %(offset)s)
         SELECT e.id,
                ts_headline('simple', e.question, to_tsquery('simple', %(terms)s), %(options)s),
                ts_headline('simple', left(e.answer, 20000), to_tsquery('simple', %(terms)s), %(options)s)
         FROM ranked r JOIN search_entry e ON e.id = r.id
-        ORDER BY r.rank DESC, r.id DESC"""  # noqa: S608 - CANDIDATES is a constant; values are parameters
+        ORDER BY r.rank DESC, r.created DESC, r.id DESC"""  # noqa: S608 - CANDIDATES is a constant; values are parameters
     with connection.cursor() as cursor:
         cursor.execute(
             sql, {"user": user.pk, "terms": terms, "size": size, "offset": offset, "options": options}

@@ -160,6 +160,16 @@ def test_search_ranks_relevance_then_recency(owner_client, owner):
     assert page.index("<mark>paris</mark>") < page.index("one mention")
 
 
+def test_equally_good_matches_come_newest_first_by_date_not_by_when_they_were_stored(owner_client, owner):
+    """An imported library's entries are stored in the order the import reads them, not by date."""
+    stored = [
+        make(owner, f"rye dough number {n}", answer="it rises", days_ago=d) for n, d in enumerate((1, 3, 2))
+    ]
+    page = owner_client.get(reverse("search:history"), {"q": "rye dough"}).content.decode()
+    found = [int(pk) for pk in re.findall(r'#entry-(\d+)" class="q"', page)]
+    assert found == [stored[0].pk, stored[2].pk, stored[1].pk]  # 1, 2, 3 days ago
+
+
 def test_delete_one_a_selection_and_everything_needs_confirmation_and_post(owner_client, owner):
     a, b, c = (make(owner, f"delete me {i}", answer="findable") for i in range(3))
     assert (
