@@ -52,7 +52,12 @@ const citeOf = (element) => element && element.closest && (element.closest(".cit
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
   const cite = citeOf(document.activeElement);
-  if (cite && !cite.classList.contains("closed")) { cite.classList.add("closed"); cite.classList.remove("open"); return; }
+  if (cite && !cite.classList.contains("closed")) {
+    if (cite.classList.contains("cite-group")) cite.querySelector("a.cite").focus();  // out of the card it hides
+    cite.classList.add("closed");
+    cite.classList.remove("open");
+    return;
+  }
   const suggestions = document.getElementById("suggestions");
   if (suggestions && suggestions.querySelector("a")) {
     suggestions.replaceChildren();

@@ -506,6 +506,7 @@ async def test_sources_cited_together_each_open_from_their_card(page):
     await expect(card).to_be_visible()
     await page.keyboard.press("Escape")
     await expect(card).to_be_hidden()
+    assert await page.evaluate("document.activeElement.className") == "cite"  # back on the chip
     # a touch screen: the first tap opens the card (no source yet), a tap on a source opens it
     phone = await page.context.browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
     touch = await phone.new_page()
