@@ -375,6 +375,11 @@ async def test_the_history_page(page, pplxweb_server):
     assert len(heights) == 6 and max(h for _, h in heights) - min(h for _, h in heights) <= 1, heights
     options = await page.locator("#id_model option").all_text_contents()
     assert options == ["Any model", "Best", "Claude Opus 4.8 Thinking", "Gemini 3.8 Flash", "GPT-5.2"]
+    if width >= 960:  # the five filters on one row
+        tops = await page.locator(".history-filters .grid .field").evaluate_all(
+            "fields => fields.map(f => Math.round(f.getBoundingClientRect().top))"
+        )
+        assert len(tops) == 5 and len(set(tops)) == 1, tops
     await shoot(page, "history-filters")
     # a search: every match, the words marked, each row with its date, model and sources
     await page.goto(f"{base}/history/?q=dough+hours")
