@@ -82,6 +82,11 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     entry = page.locator("article.entry").first
     assert await answer_top(entry) < height - 60
     await shoot(page, "done")
+    if page.viewport_size["width"] < 600:  # on a phone the source chips are one row that scrolls sideways
+        tops = await entry.locator(".sources-box :is(.chip, .all-sources)").evaluate_all(
+            "chips => chips.map(chip => Math.round(chip.getBoundingClientRect().top))"
+        )
+        assert len(tops) == 5 and max(tops) - min(tops) <= 3, tops  # was three rows
     await expect(entry.locator(".entry-meta")).to_contain_text("Answered by Best in")  # a name, not pplx_pro
     # a code block's Copy button sits above its code, never on it
     code = entry.locator(".answer pre").first
