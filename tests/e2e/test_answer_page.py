@@ -445,14 +445,10 @@ async def test_a_citations_card_stays_on_the_screen(page):
         "fridge gives more flavour [3], and a hotter oven a better crust [2].",
         sources,
     )
-    css, js = ((ROOT / "static" / name).read_text() for name in ("pplxweb.css", "pplxweb.js"))
     outside = {}
     for width in (280, 320, 360, 390, 414, 480, 600, 768, 1024, 1280):
         await page.set_viewport_size({"width": width, "height": 800})
-        await page.goto("about:blank")  # a new window: the script's top-level names are declared again
-        await page.set_content(
-            f"<style>{css}</style><main><article class='answer'>{html}</article></main><script>{js}</script>"
-        )
+        await answer_page(page, html)
         cards = await page.evaluate(
             """() => [...document.querySelectorAll('a.cite')].map((cite) => {
                  cite.focus();
@@ -471,12 +467,16 @@ CITED_TOGETHER = "Steam does the rest in the oven [1][2][3]."
 
 
 async def answer_page(page, html: str) -> None:
+    """`html` as an answer on a page of its own, with pplxweb's style and script."""
     css, js = ((ROOT / "static" / name).read_text() for name in ("pplxweb.css", "pplxweb.js"))
-    await page.context.route("https://*.example/**", lambda route: route.fulfill(body="a source"))
-    await page.goto("https://pplxweb.example/")
+    await page.goto("about:blank")  # a new window: the script's top-level names are declared again
     await page.set_content(
         f"<style>{css}</style><main><article class='answer'>{html}</article></main><script>{js}</script>"
     )
+
+
+async def sources_served(context) -> None:
+    await context.route("https://*.example/**", lambda route: route.fulfill(body="a source"))
 
 
 async def test_sources_cited_together_each_open_from_their_card(page):
@@ -487,6 +487,7 @@ async def test_sources_cited_together_each_open_from_their_card(page):
     from search.render import render_answer
 
     sources = [{"url": f"https://site{n}.example/page", "title": f"Source number {n}"} for n in (1, 2, 3)]
+    await sources_served(page.context)
     await answer_page(page, render_answer(CITED_TOGETHER, sources))
     chip, card = page.locator("a.cite"), page.locator(".cite-card")
     assert await chip.count() == 1 and await chip.get_attribute("href") == "https://site1.example/page"
@@ -519,6 +520,7 @@ async def test_sources_cited_together_each_open_from_their_card(page):
     assert await page.evaluate("document.activeElement.className") == "cite"  # back on the chip
     # a touch screen: the first tap opens the card (no source yet), a tap on a source opens it
     phone = await page.context.browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    await sources_served(phone)
     touch = await phone.new_page()
     await answer_page(touch, render_answer(CITED_TOGETHER, sources))
     popups = []
@@ -526,7 +528,7 @@ async def test_sources_cited_together_each_open_from_their_card(page):
     await touch.locator("a.cite").tap()
     await expect(touch.locator(".cite-card")).to_be_visible()
     await asyncio.sleep(0.3)
-    assert popups == [] and touch.url == "https://pplxweb.example/"
+    assert popups == [] and touch.url == "about:blank"
     async with touch.expect_popup() as opened:
         await touch.locator("a.cite-item").nth(2).tap()
     assert (await opened.value).url == "https://site3.example/page"
