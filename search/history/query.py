@@ -164,21 +164,29 @@ def search(
     return [(rows[i], highlight(q), highlight(plain(a))) for i, q, a in ids if i in rows]
 
 
+# Ranking every match of common words costs time in proportion to the history, so only the
+# person's CANDIDATES newest matches by date are ranked: the matches' rowids (FTS5 lists them
+# without ranking them), walked through the (user, created) index newest first. By date, not
+# by rowid: an imported library is stored in Perplexity's order, newest first. The rank is then
+# read for those rows alone (`+rowid`: a filter, not a lookup; a rowid list given to FTS5 runs
+# the MATCH once per row). Snippets are made for the page's rows alone, in a second statement.
+SQLITE_RANKED = """
+        WITH recent AS MATERIALIZED (
+            SELECT e.id FROM search_entry e
+            WHERE e.user_id = %s
+                AND e.id IN (SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s)
+            ORDER BY e.created DESC, e.id DESC LIMIT %s)
+        SELECT f.rowid FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
+        WHERE search_entry_fts MATCH %s
+            AND f.rowid BETWEEN (SELECT min(id) FROM recent) AND (SELECT max(id) FROM recent)
+            AND +f.rowid IN (SELECT id FROM recent)
+        ORDER BY f.rank, e.created DESC, f.rowid DESC LIMIT %s OFFSET %s"""
+
+
 def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
-    # Ranking every match of common words costs time in proportion to the history, so only the
-    # person's newest CANDIDATES matches are ranked: FTS5 walks its index newest first and stops
-    # there. Snippets are made for the page's rows alone, in a second walk over their rowid range
-    # (`+rowid`: a filter, not a lookup; a rowid list given to FTS5 runs the MATCH once per row).
     query = fts5_query(text)
-    ranked = f"""
-        SELECT id FROM (
-            SELECT f.rowid AS id, f.rank AS rank, e.created AS created
-            FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
-            WHERE search_entry_fts MATCH %s AND e.user_id = %s
-            ORDER BY f.rowid DESC LIMIT {CANDIDATES})
-        ORDER BY rank, created DESC, id DESC LIMIT %s OFFSET %s"""  # noqa: S608 - CANDIDATES is a constant
     with connection.cursor() as cursor:
-        cursor.execute(ranked, [query, user.pk, size, offset])
+        cursor.execute(SQLITE_RANKED, [user.pk, query, CANDIDATES, query, size, offset])
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
             return []
@@ -194,17 +202,14 @@ def _sqlite_match(user, text: str, offset: int, size: int) -> list[tuple[int, st
     return [snippets[i] for i in ids if i in snippets]
 
 
-def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
-    # As on SQLite, only the newest CANDIDATES matches are ranked; the document is the stored
-    # search_document column (migration 0013), so neither the match nor the rank recomputes it,
-    # and only the page's rows get headlines.
-    terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
-    options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
-    sql = f"""
+# As on SQLite, only the CANDIDATES newest matches by date are ranked; the document is the stored
+# search_document column (migration 0013), so neither the match nor the rank recomputes it,
+# and only the page's rows get headlines.
+POSTGRES_RANKED = """
         WITH candidates AS (
             SELECT e.id, e.created, e.search_document FROM search_entry e
             WHERE e.user_id = %(user)s AND e.search_document @@ to_tsquery('simple', %(terms)s)
-            ORDER BY e.id DESC LIMIT {CANDIDATES}),
+            ORDER BY e.created DESC, e.id DESC LIMIT %(candidates)s),
         ranked AS (
             SELECT c.id, c.created, ts_rank(c.search_document, to_tsquery('simple', %(terms)s)) AS rank
             FROM candidates c ORDER BY rank DESC, c.created DESC, c.id DESC LIMIT %(size)s OFFSET %(offset)s)
@@ -212,11 +217,16 @@ def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, 
                ts_headline('simple', e.question, to_tsquery('simple', %(terms)s), %(options)s),
                ts_headline('simple', left(e.answer, 20000), to_tsquery('simple', %(terms)s), %(options)s)
         FROM ranked r JOIN search_entry e ON e.id = r.id
-        ORDER BY r.rank DESC, r.created DESC, r.id DESC"""  # noqa: S608 - CANDIDATES is a constant; values are parameters
+        ORDER BY r.rank DESC, r.created DESC, r.id DESC"""
+
+
+def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
+    terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
+    options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
+    params = {"user": user.pk, "terms": terms, "options": options}
+    params |= {"candidates": CANDIDATES, "size": size, "offset": offset}
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql, {"user": user.pk, "terms": terms, "size": size, "offset": offset, "options": options}
-        )
+        cursor.execute(POSTGRES_RANKED, params)
         return cursor.fetchall()
 
 

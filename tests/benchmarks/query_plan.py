@@ -43,32 +43,24 @@ def grow(count: int) -> None:
 
 
 def plans(user, text: str) -> list[str]:
+    """The plan of the search's ranked page (search/history/query.py), as it runs."""
     from django.db import connection
 
     from search.history import query
 
-    q = query.fts5_query(text)
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
+            q = query.fts5_query(text)
             cursor.execute(
-                "EXPLAIN QUERY PLAN SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET %s",
-                [q, query.CANDIDATES - 1],
+                "EXPLAIN QUERY PLAN " + query.SQLITE_RANKED, [user.pk, q, query.CANDIDATES, q, query.PAGE, 0]
             )
-            out = ["candidates: " + " / ".join(row[-1] for row in cursor.fetchall())]
-            cursor.execute(
-                "EXPLAIN QUERY PLAN SELECT f.rowid FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid "
-                "WHERE search_entry_fts MATCH %s AND f.rowid >= %s AND e.user_id = %s ORDER BY f.rank, f.rowid DESC "
-                "LIMIT 20",
-                [q, 0, user.pk],
-            )
-            return [*out, "ranked page: " + " / ".join(row[-1] for row in cursor.fetchall())]
+            return [row[-1] for row in cursor.fetchall()]
         ws = query.words(text)
         terms = " & ".join([*ws[:-1], f"{ws[-1]}:*"])
+        params = {"user": user.pk, "terms": terms, "options": "", "candidates": query.CANDIDATES}
         cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS OFF) SELECT e.id FROM search_entry e, to_tsquery('simple', %s) q "
-            "WHERE e.user_id = %s AND e.search_document @@ q ORDER BY e.id DESC LIMIT %s",
-            [terms, user.pk, query.CANDIDATES],
+            "EXPLAIN (ANALYZE, BUFFERS OFF) " + query.POSTGRES_RANKED,
+            params | {"size": query.PAGE, "offset": 0},
         )
         return [row[0] for row in cursor.fetchall()]
 

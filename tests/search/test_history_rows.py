@@ -27,6 +27,16 @@ def test_another_persons_newer_matches_do_not_hide_mine(owner, member, monkeypat
     assert len(query.search(member, query.Filters(text="volcanoes"))) == 2
 
 
+def test_the_ranked_matches_are_the_newest_by_date_not_the_last_stored(owner, monkeypatch):
+    """An imported library is stored in Perplexity's order, newest first: the window of ranked
+    matches is still the newest by date (it held the oldest imported ones)."""
+    monkeypatch.setattr(query, "CANDIDATES", 2)
+    imported = [make(owner, f"volcanoes of iceland {n}", days_ago=10 + n) for n in range(4)]  # newest first
+    asked = make(owner, "volcanoes here")
+    found = query.search(owner, query.Filters(text="volcanoes"))
+    assert sorted(e.pk for e, _, _ in found) == sorted([asked.pk, imported[0].pk])
+
+
 def test_each_page_of_results_has_its_own_rows_highlights(owner):
     """The highlights are made for the page's rows only, in a second statement: each row still
     gets its own, on every page."""
