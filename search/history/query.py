@@ -233,17 +233,18 @@ def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, 
 def _postgres_suggestions(user, text: str, limit: int) -> list[int]:
     # PostgreSQL cannot tell a word in no question from a common one, and for a few results it
     # walks the entries newest first: a rare word then reads them all (1.3 s at 100,000). So the
-    # newest CANDIDATES entries are looked at first, and only when they hold too few matches is
+    # newest CANDIDATES entries (by date) are looked at first, and only when they hold too few matches is
     # the question index asked (rare words: few matches, a quick bitmap).
     ws = words(text)
     params = {"user": user.pk, "terms": " & ".join([*ws[:-1], f"{ws[-1]}:*"]), "limit": limit}
     match = "e.status = 'completed' AND to_tsvector('simple', e.question) @@ to_tsquery('simple', %(terms)s)"
-    newest = f"""SELECT e.id FROM (SELECT id, status, question FROM search_entry WHERE user_id = %(user)s
-                                   ORDER BY id DESC LIMIT {CANDIDATES}) e
-                 WHERE {match} ORDER BY e.id DESC LIMIT %(limit)s"""  # noqa: S608 - constants
+    newest = f"""SELECT e.id FROM (SELECT id, created, status, question FROM search_entry
+                                   WHERE user_id = %(user)s
+                                   ORDER BY created DESC, id DESC LIMIT {CANDIDATES}) e
+                 WHERE {match} ORDER BY e.created DESC, e.id DESC LIMIT %(limit)s"""  # noqa: S608 - constants
     indexed = f"""WITH found AS MATERIALIZED (
-                      SELECT e.id FROM search_entry e WHERE e.user_id = %(user)s AND {match})
-                  SELECT id FROM found ORDER BY id DESC LIMIT %(limit)s"""  # noqa: S608 - constants
+                      SELECT e.id, e.created FROM search_entry e WHERE e.user_id = %(user)s AND {match})
+                  SELECT id FROM found ORDER BY created DESC, id DESC LIMIT %(limit)s"""  # noqa: S608 - constants
     with connection.cursor() as cursor:
         cursor.execute(newest, params)
         ids = [row[0] for row in cursor.fetchall()]
@@ -258,11 +259,12 @@ def suggestions(user, text: str, limit: int = 3) -> list[Entry]:
     if not words(text) or len(text.strip()) < 3:
         return []
     if connection.vendor == "sqlite":
-        sql = """SELECT f.rowid FROM search_entry_fts f JOIN search_entry e ON e.id = f.rowid
-                 WHERE search_entry_fts MATCH %s AND e.user_id = %s AND e.status = 'completed'
-                 ORDER BY f.rowid DESC LIMIT %s"""
+        # newest by date, through the (user, created) index (an imported library is stored newest first)
+        sql = """SELECT e.id FROM search_entry e WHERE e.user_id = %s AND e.status = 'completed'
+                 AND e.id IN (SELECT rowid FROM search_entry_fts WHERE search_entry_fts MATCH %s)
+                 ORDER BY e.created DESC, e.id DESC LIMIT %s"""
         with connection.cursor() as cursor:
-            cursor.execute(sql, [f"question : ({fts5_query(text)})", user.pk, limit])
+            cursor.execute(sql, [user.pk, f"question : ({fts5_query(text)})", limit])
             ids = [row[0] for row in cursor.fetchall()]
     else:
         ids = _postgres_suggestions(user, text, limit)

@@ -353,6 +353,8 @@ def test_suggestions_find_an_old_question_behind_many_newer_ones(monkeypatch):
     assert [e.pk for e in query.suggestions(user, "volcan")] == [old.pk]
     assert [e.pk for e in query.suggestions(user, "bread rec")] == [e.pk for e in reversed(newer)]
     assert query.suggestions(user, "nowhere") == []
+    imported = [make(user, f"volcanoes of chile {n}", days_ago=10 + n) for n in range(3)]  # newest first
+    assert [e.pk for e in query.suggestions(user, "volcan")] == [old.pk, imported[0].pk, imported[1].pk]
 
 
 def test_a_running_answer_is_indexed_once_it_settles():
