@@ -113,7 +113,7 @@ class ApiKeyForm(forms.Form):
 
 
 class DefaultsForm(forms.Form):
-    model = forms.ChoiceField(label="Model")
+    model = forms.ChoiceField(label="Model", help_text="Best: Perplexity picks the model for each question.")
     mode = forms.ChoiceField(
         label="Mode",
         choices=MODES,

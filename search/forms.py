@@ -88,6 +88,7 @@ class SearchForm(forms.Form):
         error_messages={"invalid": "Use a language code such as en-US, de or pt-BR."},
     )
     incognito = forms.BooleanField(label="Incognito", required=False)
+    AT_HAND = ("q", "thread", "model", "mode")  # in the box and its row; the other fields under Options
 
     def __init__(self, *args, catalogue: dict | None = None, tier: str = "", **kwargs) -> None:
         """`catalogue`: the model catalogue when the caller has read it already (else it is read);
@@ -97,6 +98,11 @@ class SearchForm(forms.Form):
         # no maxlength: a browser would cut a long paste silently; the page counts, the form refuses
         self.fields["q"].widget.attrs.pop("maxlength", None)
         self.fields["q"].widget.attrs["data-max"] = str(MAX_QUESTION)
+
+    @property
+    def options_refused(self) -> bool:
+        """Something under Options was refused: Options opens to show it."""
+        return any(name not in self.AT_HAND for name in self.errors)
 
     def clean_q(self) -> str:
         # a socket's JSON can carry lone surrogates (no database stores them); NUL is refused

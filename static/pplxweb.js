@@ -47,8 +47,8 @@ document.addEventListener("htmx:beforeRequest", (event) => {
 // a chip and its card: one source's link, or the group of sources cited together
 const citeOf = (element) => element && element.closest && (element.closest(".cite-group") || element.closest("a.cite"));
 
-// Esc closes what is open, one thing at a time: a source card, the suggestions, Options; only
-// when nothing is open does it stop the running answer.
+// Esc closes what is open, one thing at a time: a source card, the suggestions, a More menu,
+// Options; only when nothing is open does it stop the running answer.
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
   const cite = citeOf(document.activeElement);
@@ -64,6 +64,8 @@ document.addEventListener("keydown", (event) => {
     if (box()) box().focus();
     return;
   }
+  const more = document.querySelector("details.more[open]");
+  if (more) { more.open = false; more.querySelector("summary").focus(); return; }
   const options = document.querySelector("#search-form details.options[open]");
   if (options) { options.open = false; options.querySelector("summary").focus(); return; }
   const stop = [...document.querySelectorAll("article.entry button.stop")].pop();
@@ -296,11 +298,19 @@ const copyText = async (text) => {
 };
 
 const said = (button, text) => {
-  if (!button.dataset.label) button.dataset.label = button.textContent;
-  button.textContent = text;
+  const label = button.querySelector(".label") || button;  // beside an icon, the word alone
+  if (!button.dataset.label) button.dataset.label = label.textContent;
+  label.textContent = text;
   clearTimeout(button.copiedTimer);
-  button.copiedTimer = setTimeout(() => { button.textContent = button.dataset.label; }, 2000);
+  button.copiedTimer = setTimeout(() => { label.textContent = button.dataset.label; }, 2000);
 };
+
+// An answer's "More" menu closes on a click anywhere else (Esc closes it too, above).
+document.addEventListener("click", (event) => {
+  for (const menu of document.querySelectorAll("details.more[open]")) {
+    if (!menu.contains(event.target)) menu.open = false;
+  }
+});
 
 // "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.
 document.addEventListener("click", async (event) => {

@@ -84,7 +84,7 @@ def model_choices(data: dict | None = None) -> list[ModelChoice]:
 def _model_choices(data: dict) -> list[ModelChoice]:
     models = data.get("models") if isinstance(data.get("models"), dict) else {}
     slots = data.get("config") or data.get("search_config") or []
-    choices = [ModelChoice(BEST, "Best (Perplexity picks)", "pro")]
+    choices = [ModelChoice(BEST, "Best", "pro")]  # as Perplexity names it: it picks the model
     seen = {BEST}
     for slot in slots if isinstance(slots, list) else []:
         if not isinstance(slot, dict):

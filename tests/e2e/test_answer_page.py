@@ -95,6 +95,14 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
     text = await code.locator("code").bounding_box()
     assert button["y"] + button["height"] <= text["y"] + 1, (button, text)
     await shoot(page, "code", audit=False)
+    # the answer's actions, an icon and a word each; the rarer ones in More, which opens upwards
+    # (under the last answer is the pinned box) and stays on the screen
+    await entry.locator(".entry-actions").scroll_into_view_if_needed()
+    await entry.locator("details.more summary").click()
+    menu = await entry.locator("details.more .menu").bounding_box()
+    assert menu["y"] >= 0 and menu["x"] + menu["width"] <= page.viewport_size["width"], menu
+    await shoot(page, "actions")
+    await page.keyboard.press("Escape")
     # a follow-up: scrolled into view, the box pinned below
     control(fake_perplexity, ask={"fixture": FIXTURE.name, "pace": 0.1})
     await ask(page, "And with rye flour?")
@@ -206,7 +214,19 @@ async def test_keyboard_refusals_and_copy(page, pplxweb_server, fake_perplexity)
     await expect(copy).to_have_text("Copy", timeout=3000)
     # off a secure context (plain http on a LAN address) the older copy command does it
     await page.evaluate("Object.defineProperty(window, 'isSecureContext', {value: false})")
+    # the rarer actions are in the More menu: it opens over the answer, Esc and a click elsewhere close it
+    more = entry.locator("details.more summary")
     plain = entry.locator("button[data-copy][data-citations='0']")
+    await expect(plain).to_be_hidden()
+    await more.click()
+    await expect(entry.get_by_role("link", name="Delete…")).to_be_visible()
+    await page.keyboard.press("Escape")
+    await expect(plain).to_be_hidden()
+    assert await page.evaluate("document.activeElement.closest('details.more') !== null")
+    await more.click()
+    await page.mouse.click(5, 300)
+    await expect(plain).to_be_hidden()
+    await more.click()
     await plain.click()
     await expect(plain).to_have_text("Copied")
     assert (await page.evaluate("navigator.clipboard.readText()")).startswith(
