@@ -42,7 +42,7 @@ MARKS = [
 
 
 # What a row shows (search/history/rows.py): loading no more is half the Python time of a page
-SHOWN = ("thread_id", "question", "status", "created", "origin", "model", "sources")
+SHOWN = ("thread_id", "thread__title", "question", "status", "created", "origin", "model", "sources")
 
 
 class QueryTooLong(Exception):
@@ -125,7 +125,8 @@ def filtered(user, filters: Filters) -> QuerySet[Entry]:
 def page(user, filters: Filters, before_id: int | None, size: int = PAGE) -> list[Entry]:
     """Newest first by when they were asked (an imported older answer takes its place in time);
     the next page starts after the last entry shown (a cursor, stable under inserts)."""
-    entries = filtered(user, filters).only(*SHOWN).annotate(preview=Substr("answer", 1, 240))
+    entries = filtered(user, filters).select_related("thread").only(*SHOWN)
+    entries = entries.annotate(preview=Substr("answer", 1, 240))
     if before_id:
         moment = entries_for(user).filter(pk=before_id).values_list("created", flat=True).first()
         # as a range on (user, created), which the index answers; the ties at that moment go by id
@@ -158,9 +159,8 @@ def search(
         return []
     # .order_by(): with Entry's default order SQLite walks the (user, created) index through every
     # entry of the person to avoid a sort, instead of finding these few by primary key (45 ms)
-    rows = {
-        e.pk: e for e in filtered(user, filters).filter(pk__in=[i for i, _, _ in ids]).only(*SHOWN).order_by()
-    }
+    found = filtered(user, filters).filter(pk__in=[i for i, _, _ in ids]).select_related("thread")
+    rows = {e.pk: e for e in found.only(*SHOWN).order_by()}
     return [(rows[i], highlight(q), highlight(plain(a))) for i, q, a in ids if i in rows]
 
 

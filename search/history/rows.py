@@ -30,13 +30,20 @@ class Row:
     excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
     status: str
     status_label: str
-    facts: str  # "14:05 · imported from Perplexity · GPT-5.5 · 3 sources"
+    facts: str  # "14:05 · in “Why does bread rise?” · imported from Perplexity · GPT-5.5 · 3 sources"
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
 
 
 def short(text: str, length: int) -> str:
     """truncatechars without Django's per-character walk: at most `length` characters, "…" last."""
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def conversation(entry: Entry) -> str:
+    """A follow-up's conversation (its title, the first question unless renamed): "And with rye
+    flour?" says little alone. Nothing when the title is the question itself."""
+    title = entry.thread.title.strip()
+    return f"in “{short(title, 60)}”" if title and title != entry.question.strip() else ""
 
 
 def thread_links() -> Callable[[int], str]:
@@ -61,6 +68,7 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
             fact
             for fact in (
                 when,
+                conversation(entry),
                 "imported from Perplexity" if entry.origin else "",
                 model_label(entry.model, models),
                 f"{len(sources)} source{'' if len(sources) == 1 else 's'}",

@@ -88,3 +88,15 @@ def test_a_row_shows_its_link_status_time_origin_model_and_sources(owner_client,
     row = row_html(found, "Why very")
     assert link in row and facts.format(f"{entry.created.day} {entry.created:%b %Y}, ") in row
     assert "<mark>Because</mark>" in row
+
+
+def test_a_follow_up_says_which_conversation_it_belongs_to(owner_client, owner):
+    """"And with rye flour?" says little alone: a follow-up's row names its conversation, on the
+    page and in search results; the first question's row does not repeat itself."""
+    first = make(owner, "Why does bread rise?", answer="Yeast makes gas.")
+    make(owner, "And with rye flour?", answer="Rye has less gluten, so it rises less.", thread=first.thread)
+    page = owner_client.get(reverse("search:history")).content.decode()
+    assert "in “Why does bread rise?”" in row_html(page, "And with rye")
+    assert "in “" not in row_html(page, ">Why does bread rise?<")
+    found = owner_client.get(reverse("search:history"), {"q": "gluten"}).content.decode()
+    assert "in “Why does bread rise?”" in row_html(found, "And with rye")
