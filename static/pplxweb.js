@@ -305,9 +305,9 @@ const said = (button, text) => {
   button.copiedTimer = setTimeout(() => { label.textContent = button.dataset.label; }, 2000);
 };
 
-// An answer's "More" menu closes on a click anywhere else (Esc closes it too, above).
+// An answer's "More" menu and the Options panel close on a click anywhere else (Esc closes them too, above).
 document.addEventListener("click", (event) => {
-  for (const menu of document.querySelectorAll("details.more[open]")) {
+  for (const menu of document.querySelectorAll("details.more[open], #search-form details.options[open]")) {
     if (!menu.contains(event.target)) menu.open = false;
   }
 });

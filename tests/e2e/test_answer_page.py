@@ -118,14 +118,20 @@ async def test_the_answer_page(page, pplxweb_server, fake_perplexity):
         box
     )  # pinned, it stays small: the screen is the answer's (was 205 on a phone)
     await shoot(page, "follow-up")
-    # Options open: its fields scroll within the box, which keeps to the screen's lower part
-    await page.click("details.options summary")
-    box = await page.locator("#search-form").bounding_box()
-    assert box["y"] >= height * 0.3 and box["y"] + box["height"] <= height + 1, box  # was 1028 px on a phone
+    # Options open: a panel over the answer, its fields scrolling within the screen's lower part;
+    # its button stays where it was clicked, and a click elsewhere closes it
+    summary = page.locator("details.options summary")
+    before = await summary.bounding_box()
+    await summary.click()
+    after = await summary.bounding_box()
+    assert (after["x"], after["y"]) == (before["x"], before["y"])  # (on a phone its word shows)
+    panel = await page.locator("details.options .grid").bounding_box()
+    assert panel["y"] >= height * 0.3 and panel["y"] + panel["height"] <= before["y"], panel  # was 1028 px
     await page.locator("#id_incognito").scroll_into_view_if_needed()
     await expect(page.locator("#id_incognito")).to_be_in_viewport()  # the last field is reachable
     await shoot(page, "options-open")
-    await page.click("details.options summary")
+    await page.mouse.click(5, 5)
+    assert not await page.locator("details.options").evaluate("d => d.open")
     thread_path = page.url.removeprefix(base).split("#")[0]
     await page.goto(f"{base}/history/")
     await shoot(page, "history")

@@ -91,8 +91,8 @@ def test_a_row_shows_its_link_status_time_origin_model_and_sources(owner_client,
 
 
 def test_a_follow_up_says_which_conversation_it_belongs_to(owner_client, owner):
-    """"And with rye flour?" says little alone: a follow-up's row names its conversation, on the
-    page and in search results; the first question's row does not repeat itself."""
+    """A follow-up ("And with rye flour?") says little alone: its row names its conversation, on
+    the page and in search results; the first question's row does not repeat itself."""
     first = make(owner, "Why does bread rise?", answer="Yeast makes gas.")
     make(owner, "And with rye flour?", answer="Rye has less gluten, so it rises less.", thread=first.thread)
     page = owner_client.get(reverse("search:history")).content.decode()

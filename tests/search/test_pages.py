@@ -66,7 +66,7 @@ async def test_an_invalid_form_is_shown_again_with_its_error(owner, alinked):
     assert "is not a domain" in page and '<details class="options" open>' in page  # opened to show it
     # Model and Mode sit in the box's row: a refused one says so there, and Options stays shut
     page = (await client.post(reverse("search:ask"), {"q": "x", "model": "no-such-model"})).content.decode()
-    assert '<label class="compact invalid" title="Model">' in page and "Model: Select a valid choice" in page
+    assert '<label class="invalid" title="Model">' in page and "Model: Select a valid choice" in page
     assert '<details class="options">' in page
     assert not await Entry.objects.aexists()
 
