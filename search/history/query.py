@@ -73,6 +73,12 @@ def fts5_query(text: str, prefix_last: bool = True) -> str:
     return " ".join(terms)
 
 
+def tsquery(text: str) -> str:
+    """The same for PostgreSQL's to_tsquery: all the words, the last one as a prefix."""
+    ws = words(text)
+    return " & ".join([*ws[:-1], f"{ws[-1]}:*"])
+
+
 def plain(excerpt: str) -> str:
     """An answer's excerpt as plain words: a list shows "Paris is the capital", not "**capital** [1]"."""
     for pattern, replacement, needs in MARKS:
@@ -221,10 +227,15 @@ POSTGRES_RANKED = """
 
 
 def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, str, str]]:
-    terms = " & ".join(f"{w}:*" if i == len(words(text)) - 1 else w for i, w in enumerate(words(text)))
     options = f"StartSel={START}, StopSel={STOP}, MaxFragments=1, MaxWords=30, MinWords=10"
-    params = {"user": user.pk, "terms": terms, "options": options}
-    params |= {"candidates": CANDIDATES, "size": size, "offset": offset}
+    params = {
+        "user": user.pk,
+        "terms": tsquery(text),
+        "options": options,
+        "candidates": CANDIDATES,
+        "size": size,
+        "offset": offset,
+    }
     with connection.cursor() as cursor:
         cursor.execute(POSTGRES_RANKED, params)
         return cursor.fetchall()
@@ -233,10 +244,9 @@ def _postgres_match(user, text: str, offset: int, size: int) -> list[tuple[int, 
 def _postgres_suggestions(user, text: str, limit: int) -> list[int]:
     # PostgreSQL cannot tell a word in no question from a common one, and for a few results it
     # walks the entries newest first: a rare word then reads them all (1.3 s at 100,000). So the
-    # newest CANDIDATES entries (by date) are looked at first, and only when they hold too few matches is
-    # the question index asked (rare words: few matches, a quick bitmap).
-    ws = words(text)
-    params = {"user": user.pk, "terms": " & ".join([*ws[:-1], f"{ws[-1]}:*"]), "limit": limit}
+    # newest CANDIDATES entries (by date) are looked at first, and only when they hold too few
+    # matches is the question index asked (rare words: few matches, a quick bitmap).
+    params = {"user": user.pk, "terms": tsquery(text), "limit": limit}
     match = "e.status = 'completed' AND to_tsvector('simple', e.question) @@ to_tsquery('simple', %(terms)s)"
     newest = f"""SELECT e.id FROM (SELECT id, created, status, question FROM search_entry
                                    WHERE user_id = %(user)s

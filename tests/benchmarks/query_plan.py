@@ -55,9 +55,12 @@ def plans(user, text: str) -> list[str]:
                 "EXPLAIN QUERY PLAN " + query.SQLITE_RANKED, [user.pk, q, query.CANDIDATES, q, query.PAGE, 0]
             )
             return [row[-1] for row in cursor.fetchall()]
-        ws = query.words(text)
-        terms = " & ".join([*ws[:-1], f"{ws[-1]}:*"])
-        params = {"user": user.pk, "terms": terms, "options": "", "candidates": query.CANDIDATES}
+        params = {
+            "user": user.pk,
+            "terms": query.tsquery(text),
+            "options": "",
+            "candidates": query.CANDIDATES,
+        }
         cursor.execute(
             "EXPLAIN (ANALYZE, BUFFERS OFF) " + query.POSTGRES_RANKED,
             params | {"size": query.PAGE, "offset": 0},
