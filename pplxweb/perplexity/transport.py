@@ -46,9 +46,16 @@ def _tls_context() -> ssl.SSLContext:
 # CPU per second on a small machine, forever.
 @dataclass
 class _Kept:
-    session: Any
+    session: Any = None
+    reads: _PacedReads | None = None
     users: int = 0  # clients holding it now
     closing: asyncio.TimerHandle | None = None
+    streams: int = 0  # event streams open on it (their headers in, their end not yet)
+    others: int = 0  # other requests on it, from sending to their body's end
+
+    def paced(self) -> bool:
+        """Read its sockets at PACE (see _PacedReads): only while answers are all it carries."""
+        return self.streams > 0 and self.others == 0
 
 
 _kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], _Kept]] = (
@@ -124,10 +131,12 @@ class CurlTransport(httpx.AsyncBaseTransport):
             key = (self.impersonate, self.keep)
             kept = sessions.get(key)
             if kept is None:
-                session = AsyncSession(
+                kept = sessions[key] = _Kept()
+                kept.session = AsyncSession(
                     impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify
                 )
-                kept = sessions[key] = _Kept(session)
+                acurl = kept.session.acurl  # the session's curl loop, which it closes itself
+                acurl.loop = kept.reads = _PacedReads(acurl.loop, kept.paced)
             if kept.closing is not None:
                 kept.closing.cancel()
                 kept.closing = None
@@ -150,33 +159,41 @@ class CurlTransport(httpx.AsyncBaseTransport):
         timeout = request.extensions.get("timeout") or {}
         connect = timeout.get("connect") or 10.0
         read = timeout.get("read") or 60.0
+        session = self._get_session()
+        transfer = _Transfer(self._kept)
         try:
-            response = await self._get_session().request(
-                request.method,
-                str(request.url),
-                headers=headers,
-                data=body or None,
-                stream=True,
-                allow_redirects=False,
-                timeout=(connect, read),
-                impersonate=self.impersonate,
-                discard_cookies=True,  # the client keeps the cookies; curl must not add its own
-            )
-        except curl_errors.Timeout as exc:
-            raise httpx.ConnectTimeout(str(exc), request=request) from exc
-        except curl_errors.ConnectionError as exc:
-            message = str(exc)
-            if "Recv failure" in message or "Empty reply" in message or "reset" in message.lower():
-                raise httpx.RemoteProtocolError(message, request=request) from exc
-            raise httpx.ConnectError(message, request=request) from exc
-        except curl_errors.RequestException as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+            try:
+                response = await session.request(
+                    request.method,
+                    str(request.url),
+                    headers=headers,
+                    data=body or None,
+                    stream=True,
+                    allow_redirects=False,
+                    timeout=(connect, read),
+                    impersonate=self.impersonate,
+                    discard_cookies=True,  # the client keeps the cookies; curl must not add its own
+                )
+            except curl_errors.Timeout as exc:
+                raise httpx.ConnectTimeout(str(exc), request=request) from exc
+            except curl_errors.ConnectionError as exc:
+                message = str(exc)
+                if "Recv failure" in message or "Empty reply" in message or "reset" in message.lower():
+                    raise httpx.RemoteProtocolError(message, request=request) from exc
+                raise httpx.ConnectError(message, request=request) from exc
+            except curl_errors.RequestException as exc:
+                raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        except BaseException:
+            transfer.end()
+            raise
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            transfer.is_stream()
         return httpx.Response(
             status_code=response.status_code,
             headers=[
                 (k, v or "") for k, v in response.headers.multi_items() if k.lower() not in DROP_RESPONSE
             ],
-            stream=_CurlStream(response, request, self._session),
+            stream=_CurlStream(response, request, session, transfer),
             request=request,
         )
 
@@ -193,18 +210,32 @@ class CurlTransport(httpx.AsyncBaseTransport):
 
 
 class _CurlStream(httpx.AsyncByteStream):
-    def __init__(self, response: Any, request: httpx.Request, session: Any) -> None:
+    def __init__(self, response: Any, request: httpx.Request, session: Any, transfer: _Transfer) -> None:
         self._response = response
         self._request = request
         self._session = session
+        self._transfer = transfer
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        """What curl has received so far, as one chunk: what one (paced) read brought becomes
+        one snapshot and one update, not one per piece."""
         from curl_cffi.requests import exceptions as curl_errors
+        from curl_cffi.requests.models import STREAM_END
 
+        response = self._response
+        queue = response.queue  # curl_cffi's: bytes, then STREAM_END or an exception
         try:
-            async for chunk in self._response.aiter_content():
-                if chunk:
+            while True:
+                pieces = [await queue.get()]
+                while isinstance(pieces[-1], bytes) and not queue.empty():
+                    pieces.append(queue.get_nowait())
+                end = None if isinstance(pieces[-1], bytes) else pieces.pop()
+                if chunk := b"".join(pieces):
                     yield chunk
+                if end is STREAM_END:
+                    return
+                if end is not None:
+                    raise end
         except curl_errors.Timeout as exc:
             raise httpx.ReadTimeout(str(exc), request=self._request) from exc
         except curl_errors.RequestException as exc:
@@ -212,6 +243,7 @@ class _CurlStream(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         """Abort a transfer still running (curl_cffi's own aclose waits for it to finish)."""
+        self._transfer.end()
         response = self._response
         task = response.astream_task
         if task is None:
@@ -223,3 +255,85 @@ class _CurlStream(httpx.AsyncByteStream):
             if response.curl is not None and acurl is not None:
                 acurl.remove_handle(response.curl)  # detaches the handle and ends its task
         await asyncio.wait([task], timeout=5)
+
+
+class _Transfer:
+    """One request on a kept session, counted in `_Kept.others` from its sending until its end,
+    or in `_Kept.streams` once its response shows an event stream."""
+
+    def __init__(self, kept: _Kept | None) -> None:
+        self._kept, self._stream = kept, False
+        if kept is not None:
+            kept.others += 1
+            if kept.reads is not None:
+                kept.reads.wake()  # its reply is read as it comes
+
+    def is_stream(self) -> None:
+        if self._kept is not None and not self._stream:
+            self._kept.others -= 1
+            self._kept.streams += 1
+            self._stream = True
+
+    def end(self) -> None:
+        kept, self._kept = self._kept, None
+        if kept is not None and self._stream:
+            kept.streams -= 1
+        elif kept is not None:
+            kept.others -= 1
+
+
+# A socket is read at most every PACE seconds while a kept session carries answers only: a little
+# over the page's update interval (search.live.runner.UPDATE_EVERY, 0.08), so each read's text goes
+# out at once. Measured: docs/measurements-2026-12.md, December 6.
+PACE = 0.085
+
+
+class _PacedReads:
+    """The event loop as a kept session's curl sees it, reading its sockets at PACE while
+    `paced()` says so.
+
+    On a small machine most of an answer's CPU is the event loop waking up: ~300 events in ~200
+    reads, each a wake-up (0.2-0.3 ms here). The page shows new text every 80 ms anyway, so
+    reading more often only wakes the server to hold text for the next update. After a read the
+    socket is left alone for PACE (new bytes wait in the kernel, not in pplxweb) and then watched
+    again; a stream that is quiet longer is read the moment it speaks. Only while the session
+    carries nothing but answer streams whose headers are in: an upload's flow control, a reply
+    to a request or a new connection's handshake is read at once.
+    """
+
+    def __init__(self, loop: Any, paced: Any) -> None:
+        self._loop, self._paced = loop, paced
+        self._wanted: dict[int, tuple] = {}  # curl's readers, by socket
+        self._resting: dict[int, asyncio.TimerHandle] = {}  # sockets left alone, until when
+
+    def __getattr__(self, name: str) -> Any:  # the rest (writers, timers, futures) as they are
+        return getattr(self._loop, name)
+
+    def add_reader(self, fd: int, callback: Any, *args: Any) -> None:
+        self._wanted[fd] = (callback, args)
+        if fd not in self._resting:
+            self._loop.add_reader(fd, self._read, fd)
+
+    def remove_reader(self, fd: int) -> bool:
+        self._wanted.pop(fd, None)
+        return self._loop.remove_reader(fd)
+
+    def _read(self, fd: int) -> None:
+        if (wanted := self._wanted.get(fd)) is None:
+            return
+        callback, args = wanted
+        callback(*args)
+        if fd in self._wanted and fd not in self._resting and self._paced():
+            self._loop.remove_reader(fd)
+            self._resting[fd] = self._loop.call_later(PACE, self._wake, fd)
+
+    def wake(self) -> None:
+        """Watch every resting socket again now."""
+        for fd, timer in list(self._resting.items()):
+            timer.cancel()
+            self._wake(fd)
+
+    def _wake(self, fd: int) -> None:
+        del self._resting[fd]
+        if fd in self._wanted:
+            self._loop.add_reader(fd, self._read, fd)

@@ -5,7 +5,10 @@ tell connections apart by the client's port."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import socket
+import time
 
 import pytest
 
@@ -34,7 +37,18 @@ async def ask(base: str, account: str, question: str) -> str:
         async with stream:
             async for _ in stream:
                 pass
+    assert no_transfers_counted()
     return extract(stream.snapshot, ended=stream.ended).status
+
+
+def kept_session(account: str) -> transport._Kept:
+    return transport._kept[asyncio.get_running_loop()][("chrome", account)]
+
+
+def no_transfers_counted() -> bool:
+    """Every request ended is counted out again, whichever way it ended (see _Kept.paced)."""
+    sessions = transport._kept.get(asyncio.get_running_loop(), {}).values()
+    return all(kept.users or (kept.streams, kept.others) == (0, 0) for kept in sessions)
 
 
 async def test_one_accounts_searches_reuse_a_connection_and_another_account_gets_its_own(fake):
@@ -140,3 +154,82 @@ async def test_a_kept_connection_that_died_meanwhile_is_replaced(tmp_path):
         assert await ask(base, "e", "after the restart") == "completed"
     finally:
         stop(proc)
+
+
+async def test_an_answer_alone_is_read_at_the_pace_of_the_page(fake):
+    """Read as it arrives, 60 events 10 ms apart would be ~60 reads and as many snapshots (each a
+    wake-up of the server); paced, one every PACE at most, each with all that came meanwhile."""
+    control(fake, ask={"pace": 0.01, "answer": ["word "] * 60}, requests=[])
+    cookies = {jar.SESSION_COOKIE: TOKEN}
+    async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="p") as c:
+        stream = c.ask(AskRequest("paced"))
+        async with stream:
+            times = [time.monotonic() async for _ in stream]
+    assert extract(stream.snapshot, ended=stream.ended).answer.count("word") == 60
+    took = times[-1] - times[0]
+    assert took > 0.4 and len(times) <= took / transport.PACE + 3, (took, len(times))
+    assert no_transfers_counted()
+
+
+async def test_a_reply_beside_an_answer_is_read_at_once(fake):
+    """Pacing is for answers only: while another request is on its way (a deletion, an upload's
+    flow control, the signed-out check) the session reads as data comes."""
+    control(fake, ask={"pace": 0.02, "answer": ["word "] * 40}, requests=[])
+    cookies = {jar.SESSION_COOKIE: TOKEN}
+    async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="r") as c:
+        stream = c.ask(AskRequest("beside"))
+        async with stream:
+            async for _ in stream:
+                kept = kept_session("r")
+                assert kept.paced() and (kept.streams, kept.others) == (1, 0)
+                other = asyncio.ensure_future(c.session_info())
+                await asyncio.sleep(0)
+                assert not kept.paced()  # sent, and counted until its body is read
+                assert (await other).email
+                assert kept.paced()
+                break
+        assert (kept.streams, kept.others) == (0, 0)
+    assert no_transfers_counted()
+
+
+async def test_paced_reads_rest_after_a_read_and_only_while_paced():
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    paced = True
+    reads: list[tuple[float, bytes]] = []
+    reader = transport._PacedReads(loop, lambda: paced)
+    reader.add_reader(ours.fileno(), lambda: reads.append((loop.time(), ours.recv(1 << 16))))
+    try:
+        for _ in range(30):
+            theirs.send(b"x")
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(transport.PACE + 0.05)
+        assert b"".join(data for _, data in reads) == b"x" * 30  # nothing lost, all read
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(reads)]
+        assert len(reads) <= 0.3 / transport.PACE + 2 and min(gaps) >= transport.PACE * 0.9, gaps
+        theirs.send(b"v")
+        async with asyncio.timeout(1):
+            while reads[-1][1] != b"v":
+                await asyncio.sleep(0.001)
+        theirs.send(b"w")  # just after a read: it rests, until another request wakes it
+        await asyncio.sleep(0.01)
+        assert reads[-1][1] == b"v"
+        reader.wake()
+        await asyncio.sleep(0.01)
+        assert reads[-1][1] == b"w"
+        paced, reads[:] = False, []
+        reader.wake()
+        for _ in range(10):
+            theirs.send(b"y")
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.02)
+        assert len(reads) >= 8  # read as it comes
+        reader.remove_reader(ours.fileno())
+        theirs.send(b"z")
+        await asyncio.sleep(0.05)
+        assert b"z" not in b"".join(data for _, data in reads)
+    finally:
+        reader.remove_reader(ours.fileno())
+        ours.close()
+        theirs.close()
