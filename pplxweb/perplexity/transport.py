@@ -46,7 +46,7 @@ def _tls_context() -> ssl.SSLContext:
 # CPU per second on a small machine, forever.
 @dataclass
 class _Kept:
-    session: Any = None
+    session: Any
     reads: _PacedReads | None = None
     users: int = 0  # clients holding it now
     closing: asyncio.TimerHandle | None = None
@@ -131,12 +131,12 @@ class CurlTransport(httpx.AsyncBaseTransport):
             key = (self.impersonate, self.keep)
             kept = sessions.get(key)
             if kept is None:
-                kept = sessions[key] = _Kept()
-                kept.session = AsyncSession(
-                    impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify
+                kept = _Kept(
+                    AsyncSession(impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify)
                 )
                 acurl = kept.session.acurl  # the session's curl loop, which it closes itself
                 acurl.loop = kept.reads = _PacedReads(acurl.loop, kept.paced)
+                sessions[key] = kept
             if kept.closing is not None:
                 kept.closing.cancel()
                 kept.closing = None
@@ -161,19 +161,27 @@ class CurlTransport(httpx.AsyncBaseTransport):
         read = timeout.get("read") or 60.0
         session = self._get_session()
         transfer = _Transfer(self._kept)
+        sending = asyncio.ensure_future(
+            session.request(
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=body or None,
+                stream=True,
+                allow_redirects=False,
+                timeout=(connect, read),
+                impersonate=self.impersonate,
+                discard_cookies=True,  # the client keeps the cookies; curl must not add its own
+            )
+        )
         try:
             try:
-                response = await session.request(
-                    request.method,
-                    str(request.url),
-                    headers=headers,
-                    data=body or None,
-                    stream=True,
-                    allow_redirects=False,
-                    timeout=(connect, read),
-                    impersonate=self.impersonate,
-                    discard_cookies=True,  # the client keeps the cookies; curl must not add its own
-                )
+                response = await asyncio.shield(sending)
+            except asyncio.CancelledError:
+                # cancelled while curl waits for the reply, which curl_cffi would go on reading
+                # for nobody: abort it as soon as its headers are in
+                sending.add_done_callback(functools.partial(_abort_sent, session))
+                raise
             except curl_errors.Timeout as exc:
                 raise httpx.ConnectTimeout(str(exc), request=request) from exc
             except curl_errors.ConnectionError as exc:
@@ -190,8 +198,10 @@ class CurlTransport(httpx.AsyncBaseTransport):
             transfer.is_stream()
         return httpx.Response(
             status_code=response.status_code,
-            headers=[
-                (k, v or "") for k, v in response.headers.multi_items() if k.lower() not in DROP_RESPONSE
+            headers=[  # as bytes: a header that is not ASCII must not fail the request
+                (k, v or b"")
+                for k, v in response.headers.raw
+                if k.decode("latin-1").lower() not in DROP_RESPONSE
             ],
             stream=_CurlStream(response, request, session, transfer),
             request=request,
@@ -244,17 +254,25 @@ class _CurlStream(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         """Abort a transfer still running (curl_cffi's own aclose waits for it to finish)."""
         self._transfer.end()
-        response = self._response
-        task = response.astream_task
-        if task is None:
-            return
-        if not task.done():
-            if response.quit_now is not None:
-                response.quit_now.set()
-            acurl = getattr(self._session, "acurl", None)
-            if response.curl is not None and acurl is not None:
-                acurl.remove_handle(response.curl)  # detaches the handle and ends its task
-        await asyncio.wait([task], timeout=5)
+        if (task := _abort(self._response, self._session)) is not None:
+            await asyncio.wait([task], timeout=5)
+
+
+def _abort(response: Any, session: Any) -> asyncio.Task | None:
+    """Stop curl reading a response's body; its task, which ends soon after, if it has one."""
+    task = response.astream_task
+    if task is not None and not task.done():
+        if response.quit_now is not None:
+            response.quit_now.set()
+        acurl = getattr(session, "acurl", None)
+        if response.curl is not None and acurl is not None:
+            acurl.remove_handle(response.curl)  # detaches the handle and ends its task
+    return task
+
+
+def _abort_sent(session: Any, sending: asyncio.Future) -> None:
+    if not sending.cancelled() and sending.exception() is None:
+        _abort(sending.result(), session)
 
 
 class _Transfer:

@@ -9,7 +9,10 @@ import itertools
 import os
 import socket
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 
 from pplxweb.perplexity import cookies as jar
@@ -233,3 +236,65 @@ async def test_paced_reads_rest_after_a_read_and_only_while_paced():
         reader.remove_reader(ours.fileno())
         ours.close()
         theirs.close()
+
+
+@asynccontextmanager
+async def raw_server(
+    reply: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> AsyncIterator[str]:
+    """A server that answers each connection's first request with `reply`, bytes as written."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reply(reader, writer)
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    finally:
+        server.close()
+
+
+async def test_a_header_that_is_not_ascii_is_passed_on_and_counted_out():
+    async def reply(reader, writer):
+        head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Name: é\r\nContent-Length: 9\r\n\r\n"
+        writer.write(head.encode() + b"data: 1\n\n")
+        await writer.drain()
+
+    curl = transport.CurlTransport("chrome", keep="h")
+    async with raw_server(reply) as url, httpx.AsyncClient(transport=curl) as client:
+        async with client.stream("GET", url) as response:
+            assert (kept_session("h").streams, kept_session("h").others) == (1, 0)
+            assert response.headers.raw[-1] == (b"X-Name", "é".encode())
+            assert await response.aread() == b"data: 1\n\n"
+        assert no_transfers_counted()
+
+
+async def test_a_request_cancelled_before_its_reply_is_aborted_when_the_reply_comes():
+    """curl_cffi would read the whole reply for nobody (a search stopped before its first byte)."""
+    gone = asyncio.Event()
+
+    async def reply(reader, writer):
+        await asyncio.sleep(0.3)  # after the cancel
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        for _ in range(100):  # 5 s of events, unless the client goes away
+            if reader.at_eof():
+                gone.set()
+                return
+            writer.write(b"9\r\ndata: 1\n\n\r\n")
+            await asyncio.sleep(0.05)
+
+    curl = transport.CurlTransport("chrome", keep="c")
+    async with raw_server(reply) as url, httpx.AsyncClient(transport=curl) as client:
+        sending = asyncio.ensure_future(client.send(client.build_request("GET", url), stream=True))
+        await asyncio.sleep(0.1)
+        sending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+        assert no_transfers_counted()
+        async with asyncio.timeout(1.5):
+            await gone.wait()
+        assert not kept_session("c").session.acurl._curl2future  # no transfer left in curl
