@@ -21,6 +21,15 @@ def plain_http_only() -> None:
     sys.modules.setdefault("OpenSSL", None)  # `import OpenSSL` raises ImportError, which Twisted expects
 
 
+def python_websocket_checks() -> None:
+    """autobahn (daphne's websockets) checks incoming frames with C helpers whose interface it
+    parses with cffi at import: cffi's C parser stays loaded, 2 MB of the server's memory,
+    measured. What a browser sends pplxweb over its socket is a question or a click (a few KB;
+    daphne caps a message at 1 MB): autobahn's Python checks take ~0.14 ms per KB. The answers
+    going out are not checked either way. Call before autobahn is imported."""
+    os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+
+
 def use_temp_dir(max_age: float = 86400) -> None:
     """This process's temporary files (Django spools a request's body with tempfile's default)
     go to settings.TEMP_DIR; leftovers of a crash older than a day are removed."""
@@ -64,6 +73,7 @@ def _start_library_keeper() -> None:
 
 def main() -> None:
     plain_http_only()
+    python_websocket_checks()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
     import django
 

@@ -43,6 +43,15 @@ def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
     assert "Traceback" not in text
 
 
+def run(code: str, environ: dict | None = None) -> str:
+    """What a fresh interpreter prints running `code`."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 def test_the_server_runs_twisted_without_pyopenssl():
     """pyOpenSSL comes with daphne (twisted[tls]) and Twisted imports it only to know it could
     serve TLS, which pplxweb leaves to a reverse proxy: 6 MB of the server's memory."""
@@ -53,12 +62,18 @@ def test_the_server_runs_twisted_without_pyopenssl():
         "'twisted.internet.ssl')) and sys.modules[m] is not None))"
     )
 
-    def run(code: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
-
     assert run(probe) == "[]"
     assert "OpenSSL" in run(probe.replace("plain_http_only(); ", ""))  # what the call prevents: it can fail
+
+
+def test_the_server_checks_websocket_frames_without_cffis_parser():
+    """autobahn's C helpers for incoming frames come with cffi's C parser (2 MB of the server's
+    memory); its Python checks are enough for what a browser sends."""
+    probe = (
+        "import sys; from pplxweb.server import python_websocket_checks; python_websocket_checks(); "
+        "import daphne.server; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pycparser', 'autobahn.nvx._utf8'))))"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "AUTOBAHN_USE_NVX"}
+    assert run(probe, environ) == "[]"
+    assert "pycparser" in run(probe.replace("python_websocket_checks(); ", ""), environ)  # it can fail

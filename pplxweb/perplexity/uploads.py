@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-from xml.etree import ElementTree
 
 import httpx
 
@@ -178,6 +177,8 @@ def _check(response: httpx.Response) -> None:
 
 def storage_message(body: bytes) -> str:
     """The storage's XML error's <Message> (S3 style), or ''."""
+    from xml.etree import ElementTree
+
     try:
         root = ElementTree.fromstring(body[:16_384])  # noqa: S314 (no entities are expanded by etree)
     except ElementTree.ParseError:
