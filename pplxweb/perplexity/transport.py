@@ -15,7 +15,7 @@ import ssl
 import warnings
 import weakref
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -47,11 +47,15 @@ def _tls_context() -> ssl.SSLContext:
 @dataclass
 class _Kept:
     session: Any
-    reads: _PacedReads | None = None
     users: int = 0  # clients holding it now
     closing: asyncio.TimerHandle | None = None
     streams: int = 0  # event streams open on it (their headers in, their end not yet)
     others: int = 0  # other requests on it, from sending to their body's end
+    reads: _PacedReads = field(init=False)
+
+    def __post_init__(self) -> None:
+        acurl = self.session.acurl  # the session's curl loop, which it closes itself
+        acurl.loop = self.reads = _PacedReads(acurl.loop, self.paced)
 
     def paced(self) -> bool:
         """Read its sockets at PACE (see _PacedReads): only while answers are all it carries."""
@@ -131,12 +135,9 @@ class CurlTransport(httpx.AsyncBaseTransport):
             key = (self.impersonate, self.keep)
             kept = sessions.get(key)
             if kept is None:
-                kept = _Kept(
+                kept = sessions[key] = _Kept(
                     AsyncSession(impersonate=self.impersonate, max_clients=KEPT_TRANSFERS, verify=verify)
                 )
-                acurl = kept.session.acurl  # the session's curl loop, which it closes itself
-                acurl.loop = kept.reads = _PacedReads(acurl.loop, kept.paced)
-                sessions[key] = kept
             if kept.closing is not None:
                 kept.closing.cancel()
                 kept.closing = None
@@ -283,8 +284,7 @@ class _Transfer:
         self._kept, self._stream = kept, False
         if kept is not None:
             kept.others += 1
-            if kept.reads is not None:
-                kept.reads.wake()  # its reply is read as it comes
+            kept.reads.wake()  # its reply is read as it comes
 
     def is_stream(self) -> None:
         if self._kept is not None and not self._stream:
