@@ -2,16 +2,76 @@
 
 `manage.py serve` prepares (migrations, static files, the owner), then replaces itself with
 
-    python -m pplxweb.server
+    python -OO -X pycache_prefix=BYTECODE -m pplxweb.server
 
-(same process id, so signals and service managers see one process). A fresh interpreter keeps
-the preparation's modules out of the server's memory: about 5 MB of a 90 MB server.
+(same process id, so signals and service managers see one process; `command()`). A fresh
+interpreter keeps the preparation's modules out of the server's memory: about 5 MB of a 90 MB
+server.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
+
+
+def bytecode_dir(data_dir: Path) -> Path:
+    """Where the server's compiled modules are kept: in the virtualenv, or in the data dir where
+    the virtualenv cannot be written."""
+    prefix = Path(sys.prefix)
+    return prefix / "bytecode" if os.access(prefix, os.W_OK) else data_dir / "bytecode"
+
+
+def command(bytecode: Path, environ: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The server's command line and environment. `-OO` leaves docstrings (and assertions) out:
+    4 MB of the server's memory, measured, and nothing the server runs reads them. pip writes no
+    bytecode for -OO, so the server keeps its own in `bytecode` (all of it, the standard library's
+    too), whatever PYTHONDONTWRITEBYTECODE says: compiling its ~1,000 modules at every start would
+    cost seconds, and the compiler's leftovers would stay in memory."""
+    argv = [sys.executable, "-OO", "-X", f"pycache_prefix={bytecode}", "-m", "pplxweb.server"]
+    env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return argv, env
+
+
+def compile_once(bytecode: Path, argv: list[str], env: dict[str, str]) -> None:
+    """Without `bytecode` yet (a first start, or the first after `make` reinstalled the packages),
+    a process of its own loads what the server loads, writing the bytecode, and exits: the
+    compiler's leftovers (16 MB, measured) never stay in the server."""
+    if not bytecode.is_dir():
+        subprocess.run([*argv, "--load-only"], env=env, check=False)  # a failure shows again in the server
+
+
+def load() -> None:
+    """Import what the server runs (`--load-only`): daphne, the application, and what the first
+    page and answer import (views, SQL compiler, sessions, messages, context processors, static
+    storage, channel layer, date formats)."""
+    plain_http_only()
+    python_websocket_checks()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
+    import django
+
+    django.setup()
+    import daphne.cli  # noqa: F401
+    import django.contrib.sessions.serializers
+    import django.db.models.sql.compiler
+    from channels.layers import get_channel_layer
+    from django.conf import settings
+    from django.contrib.staticfiles.storage import staticfiles_storage
+    from django.template import engines
+    from django.urls import get_resolver
+    from django.utils import formats
+    from django.utils.module_loading import import_string
+
+    import pplxweb.asgi  # noqa: F401
+
+    get_resolver().url_patterns  # noqa: B018
+    engines["django"].engine.template_context_processors  # noqa: B018
+    import_string(settings.MESSAGE_STORAGE)
+    get_channel_layer()
+    staticfiles_storage.base_url  # noqa: B018
+    formats.get_format("DATE_FORMAT")
 
 
 def plain_http_only() -> None:
@@ -72,6 +132,9 @@ def _start_library_keeper() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--load-only"]:
+        load()
+        return
     plain_http_only()
     python_websocket_checks()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")

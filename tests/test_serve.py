@@ -10,7 +10,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.e2e.conftest import ROOT, free_port, wait_for
+from pplxweb import server
+from tests.e2e.conftest import ROOT, free_port, stop, wait_for
 
 
 def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
@@ -31,7 +32,7 @@ def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert response.status == 200
         command = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-        assert command[1:3] == [b"-m", b"pplxweb.server"]
+        assert command[1:2] == [b"-OO"] and command[4:6] == [b"-m", b"pplxweb.server"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:
@@ -41,6 +42,37 @@ def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
     assert "setup code:" in text and f"listening on 127.0.0.1:{port}" in text
     assert '"GET /healthz" 200' in text
     assert "Traceback" not in text
+
+
+def test_the_servers_bytecode_is_compiled_before_it_starts(tmp_path):
+    """The server runs with -OO (docstrings are 4 MB of its memory), whose bytecode pip does not
+    write: a first start compiles it in a process of its own, even where PYTHONDONTWRITEBYTECODE
+    is set, and the server then compiles nothing itself (the compiler's leftovers would stay in
+    its memory) to serve a page."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PPLXWEB_", "DATABASE_", "REDIS_"))}
+    environ.pop("DJANGO_SETTINGS_MODULE", None)
+    environ.update(PPLXWEB_DATA_DIR=str(tmp_path / "data"), PPLXWEB_BIND=f"127.0.0.1:{port}")
+    environ.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "manage.py", "serve", "--no-serve"], cwd=ROOT, env=environ, check=True)
+    bytecode = tmp_path / "bytecode"
+    argv, env = server.command(bytecode, environ)
+
+    server.compile_once(bytecode, argv, env)
+
+    compiled = sorted(bytecode.rglob("*.pyc"))
+    assert len(compiled) > 500 and all(p.name.endswith(".opt-2.pyc") for p in compiled)
+    assert any(p.match("django/db/models/sql/compiler.*") for p in compiled)  # the first query's
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(proc, port, log)
+        for path in ("/healthz", "/setup/"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+                assert response.status == 200
+    finally:
+        stop(proc)
+    assert sorted(bytecode.rglob("*.pyc")) == compiled, sorted(set(bytecode.rglob("*.pyc")) - set(compiled))
 
 
 def run(code: str, environ: dict | None = None) -> str:

@@ -38,7 +38,7 @@ os.environ.pop("REDIS_URL", None)
 
 import httpx  # noqa: E402
 
-from tests.e2e.conftest import control, start, stop  # noqa: E402
+from tests.e2e.conftest import control, start, start_pplxweb, stop  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
 ROUNDS = 3
@@ -152,8 +152,8 @@ def main() -> None:
     file = pdf(DATA / "statement.pdf")
     fake_proc, fake_port = start("tests.fake_perplexity.app:application", {**os.environ}, DATA / "fake.log")
     fake = f"http://127.0.0.1:{fake_port}"
-    server_proc, server_port = start(
-        "pplxweb.asgi:application", {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake}, DATA / "server.log"
+    server_proc, server_port = start_pplxweb(
+        {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake}, DATA / "server.log"
     )
     server = f"http://127.0.0.1:{server_port}"
     try:

@@ -32,7 +32,7 @@ os.environ.update({"PPLXWEB_DATA_DIR": str(DATA), "DJANGO_SETTINGS_MODULE": "ppl
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.e2e.conftest import start, stop  # noqa: E402
+from tests.e2e.conftest import start_pplxweb, stop  # noqa: E402
 
 HEADER = b'{"format": "pplxweb-history/1", "exported": "2026-01-01T00:00:00+00:00", "threads": [\n'
 SAMPLES = 150
@@ -154,7 +154,7 @@ def main() -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
     cookies = people()
-    proc, port = start("pplxweb.asgi:application", {**os.environ}, DATA / "server.log")
+    proc, port = start_pplxweb({**os.environ}, DATA / "server.log")
     server = f"http://127.0.0.1:{port}"
     try:
         timed_pages(server, cookies["viewer"], 20)  # warm

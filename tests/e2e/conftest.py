@@ -1,4 +1,5 @@
-"""End to end: pplxweb in a daphne subprocess against the fake Perplexity, driven by Chromium.
+"""End to end: pplxweb's server process (as `manage.py serve` starts it) against the fake
+Perplexity, driven by Chromium.
 
 The server shares the test database (SQLite file or PostgreSQL test database) and the data dir
 (so the same encryption keys) with the test process; tests that use it take
@@ -57,6 +58,20 @@ def start(app: str, env: dict, log: Path, port: int = 0) -> tuple[subprocess.Pop
     return proc, port
 
 
+def start_pplxweb(env: dict, log: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
+    """pplxweb's server as `manage.py serve` becomes it (pplxweb/server.py: -OO, its own
+    bytecode) on `port` (a free one by default), once it accepts connections."""
+    from pplxweb import server
+
+    port = port or free_port()
+    bytecode = server.bytecode_dir(Path(env.get("PPLXWEB_DATA_DIR") or ROOT))
+    argv, env = server.command(bytecode, {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"})
+    server.compile_once(bytecode, argv, env)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    wait_for(proc, port, log)
+    return proc, port
+
+
 def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -111,8 +126,8 @@ def server_env(fake_perplexity: str, **extra: str) -> dict:
 
 @pytest.fixture(scope="session")
 def pplxweb_server(django_db_setup, django_db_blocker, fake_perplexity, server_log):
-    """pplxweb (the real ASGI app under daphne) on the test database; yields its base URL."""
-    proc, port = start("pplxweb.asgi:application", server_env(fake_perplexity), server_log)
+    """pplxweb's server on the test database; yields its base URL."""
+    proc, port = start_pplxweb(server_env(fake_perplexity), server_log)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
     assert "Traceback" not in server_log.read_text(), server_log.read_text()[-4000:]

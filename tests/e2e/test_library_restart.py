@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from search.models import Entry, LibraryJob
-from tests.e2e.conftest import start, stop
+from tests.e2e.conftest import start_pplxweb, stop
 from tests.e2e.test_library_journey import library, linked
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +34,7 @@ async def test_an_import_resumes_after_the_server_dies(fake_perplexity, tmp_path
            "PPLXWEB_IMPERSONATE": "off", "PPLXWEB_LIBRARY_PACE": "0.3", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
            "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    first, port = start("pplxweb.asgi:application", env, tmp_path / "first.log")
+    first, port = start_pplxweb(env, tmp_path / "first.log")
     try:
         # the job is this process's (its keeper takes it; any other server sees a live runner)
         job = await LibraryJob.objects.acreate(user=person, runner=f"{socket.gethostname()}:{first.pid}")
@@ -46,7 +46,7 @@ async def test_an_import_resumes_after_the_server_dies(fake_perplexity, tmp_path
         stop(first)
     stopped_at = await LibraryJob.objects.aget(pk=job.pk)
     assert stopped_at.state == "running" and stopped_at.fetched < 15
-    second, port = start("pplxweb.asgi:application", env, tmp_path / "second.log")
+    second, port = start_pplxweb(env, tmp_path / "second.log")
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10).read()
         await wait_for(lambda: LibraryJob.objects.get(pk=job.pk).state != "running")

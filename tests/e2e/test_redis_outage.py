@@ -16,7 +16,7 @@ from playwright.async_api import expect
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start, stop
+from tests.e2e.conftest import control, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner, sign_in
 from tests.e2e.test_two_processes import session_cookie
 from tests.redis_server import redis_server  # noqa: F401  (a fixture)
@@ -36,7 +36,7 @@ def redis_pplxweb(redis_server, fake_perplexity, tmp_path):  # noqa: F811
            "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     log = tmp_path / "server.log"
-    proc, port = start("pplxweb.asgi:application", env, log)
+    proc, port = start_pplxweb(env, log)
     yield f"http://127.0.0.1:{port}", redis_server, log
     stop(proc)
 

@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start, stop
+from tests.e2e.conftest import control, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner
 from tests.e2e.test_two_processes import receive_until, session_cookie
 
@@ -38,7 +38,7 @@ async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
 ):
     owner = await linked_owner()
     cookie = await session_cookie(owner)
-    first, port = start("pplxweb.asgi:application", server_env(fake_perplexity), tmp_path / "first.log")
+    first, port = start_pplxweb(server_env(fake_perplexity), tmp_path / "first.log")
     control(fake_perplexity, ask={"answer": PARTS, "pace": 0.05})  # 3 s of answer
     try:
         base = f"http://127.0.0.1:{port}"
@@ -54,7 +54,7 @@ async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
             first.kill()
     entry = await Entry.objects.aget(question="killed mid-answer")
     assert entry.status == "running" and entry.backend_uuid.startswith("fake-run-")
-    second, port = start("pplxweb.asgi:application", server_env(fake_perplexity), tmp_path / "second.log")
+    second, port = start_pplxweb(server_env(fake_perplexity), tmp_path / "second.log")
     try:
         await asyncio.to_thread(
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10).read()

@@ -17,7 +17,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from search.models import Attachment
-from tests.e2e.conftest import server_env, start, stop
+from tests.e2e.conftest import server_env, start_pplxweb, stop
 from tests.e2e.test_attachments_journey import shoot
 from tests.e2e.test_search_journey import linked_owner
 
@@ -33,7 +33,7 @@ def slow_server(django_db_setup, fake_perplexity, tmp_path_factory):
     """pplxweb under daphne with a read timeout of TIMEOUT seconds: (base URL, pid, its log)."""
     log = tmp_path_factory.mktemp("slow") / "server.log"
     env = server_env(fake_perplexity, PPLXWEB_UPLOAD_READ_TIMEOUT=str(TIMEOUT))
-    proc, port = start("pplxweb.asgi:application", env, log)
+    proc, port = start_pplxweb(env, log)
     yield f"http://127.0.0.1:{port}", proc.pid, log
     stop(proc)
     assert "Traceback" not in log.read_text(), log.read_text()[-4000:]

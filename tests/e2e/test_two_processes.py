@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start, stop
+from tests.e2e.conftest import control, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner
 
 pytestmark = [
@@ -47,7 +47,7 @@ async def test_a_second_process_follows_a_run_of_the_first(pplxweb_server, fake_
     control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(60)], "pace": 0.03})
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
            "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
-    second, port = start("pplxweb.asgi:application", env, tmp_path / "second.log")
+    second, port = start_pplxweb(env, tmp_path / "second.log")
     try:
         first_url = pplxweb_server.replace("http://", "ws://") + "/ws/search/"
         async with connect(first_url, origin=pplxweb_server, additional_headers={"Cookie": cookie}) as first:

@@ -23,20 +23,25 @@ def _urls(host: str, port: int) -> list[str]:
 
 
 def become_the_server() -> None:
-    """Replace this process with `python -m pplxweb.server` (pplxweb/server.py): same process id,
-    a fresh interpreter without the preparation's modules."""
+    """Replace this process with `python -OO -m pplxweb.server` (pplxweb/server.py): same process
+    id, a fresh interpreter without the preparation's modules."""
     import os
     import sys
 
     from django.db import connections
 
+    from pplxweb import server
+
     connections.close_all()
-    sys.stdout.flush()
-    sys.stderr.flush()
     root = str(settings.BASE_DIR)  # where `pplxweb` is imported from, whatever the working directory
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "pplxweb.server"]
-    os.execve(sys.executable, command, {**os.environ, "PYTHONPATH": path})  # noqa: S606 - our own interpreter
+    bytecode = server.bytecode_dir(settings.DATA_DIR)
+    argv, env = server.command(bytecode, {**os.environ, "PYTHONPATH": path})
+    sys.stdout.flush()
+    server.compile_once(bytecode, argv, env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter
 
 
 class Command(BaseCommand):
