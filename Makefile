@@ -36,12 +36,12 @@ $(VENV)/bin/python:
 # Reinstalled only when pyproject.toml changes.
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check .
-	@rm -rf build *.egg-info $(VENV)/bytecode
+	@rm -rf build *.egg-info
 	@touch $@
 
 $(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check '.[dev]'
-	@rm -rf build *.egg-info $(VENV)/bytecode
+	@rm -rf build *.egg-info
 	@touch $@ $(RUN_STAMP)
 
 clean-venv:

@@ -4,7 +4,7 @@
 
     python -OO -X pycache_prefix=BYTECODE -m pplxweb.server
 
-(same process id, so signals and service managers see one process; `command()`). A fresh
+(same process id, so signals and service managers see one process; `prepare()`). A fresh
 interpreter keeps the preparation's modules out of the server's memory: about 5 MB of a 90 MB
 server.
 """
@@ -17,45 +17,42 @@ import sys
 from pathlib import Path
 
 
-def bytecode_dir(data_dir: Path) -> Path:
-    """Where the server's compiled modules are kept: in the virtualenv, or in the data dir where
-    the virtualenv cannot be written."""
-    prefix = Path(sys.prefix)
-    return prefix / "bytecode" if os.access(prefix, os.W_OK) else data_dir / "bytecode"
+def prepare(data_dir: Path, environ: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The server's command line and environment, its bytecode made ready first.
 
-
-def command(bytecode: Path, environ: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """The server's command line and environment. `-OO` leaves docstrings (and assertions) out:
-    4 MB of the server's memory, measured, and nothing the server runs reads them. pip writes no
-    bytecode for -OO, so the server keeps its own in `bytecode` (all of it, the standard library's
-    too), whatever PYTHONDONTWRITEBYTECODE says: compiling its ~1,000 modules at every start would
-    cost seconds, and the compiler's leftovers would stay in memory."""
+    `-OO` leaves docstrings (and assertions) out: 4 MB of the server's memory, measured, and
+    nothing the server runs reads them. pip writes no bytecode for -OO (nor does Debian for its
+    standard library), so the server keeps its own in one folder, whatever
+    PYTHONDONTWRITEBYTECODE says. Before each start, a process of its own loads what the server
+    loads, compiling what is new or changed (everything, the first time: ~2 s), and exits: the
+    compiler's leftovers (16 MB, measured) never stay in the server. It costs about 0.7 s."""
+    bytecode = _bytecode_dir(data_dir)
+    bytecode.mkdir(mode=0o700, exist_ok=True)  # the code the server runs: nobody else writes here
     argv = [sys.executable, "-OO", "-X", f"pycache_prefix={bytecode}", "-m", "pplxweb.server"]
     env = {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([*argv, "--load-only"], env=env, check=False)  # a failure shows again in the server
     return argv, env
 
 
-def compile_once(bytecode: Path, argv: list[str], env: dict[str, str]) -> None:
-    """Without `bytecode` yet (a first start, or the first after `make` reinstalled the packages),
-    a process of its own loads what the server loads, writing the bytecode, and exits: the
-    compiler's leftovers (16 MB, measured) never stay in the server."""
-    if not bytecode.is_dir():
-        subprocess.run([*argv, "--load-only"], env=env, check=False)  # a failure shows again in the server
+def _bytecode_dir(data_dir: Path) -> Path:
+    """In the virtualenv, or in the data dir outside one or where it cannot be written."""
+    venv = Path(sys.prefix) / "bytecode"
+    if sys.prefix != sys.base_prefix and os.access(venv if venv.exists() else venv.parent, os.W_OK):
+        return venv
+    return data_dir / "bytecode"
 
 
-def load() -> None:
+def _load() -> None:
     """Import what the server runs (`--load-only`): daphne, the application, and what the first
-    page and answer import (views, SQL compiler, sessions, messages, context processors, static
-    storage, channel layer, date formats)."""
-    plain_http_only()
-    python_websocket_checks()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
-    import django
+    page, answer and error page import (views, SQL compiler, sessions, messages, context
+    processors, static storage, channel layer, date formats, error views, the log's escaping)."""
+    _set_up()
+    import encodings.unicode_escape  # noqa: F401
 
-    django.setup()
     import daphne.cli  # noqa: F401
     import django.contrib.sessions.serializers
     import django.db.models.sql.compiler
+    import django.views.csrf  # noqa: F401
     from channels.layers import get_channel_layer
     from django.conf import settings
     from django.contrib.staticfiles.storage import staticfiles_storage
@@ -67,11 +64,21 @@ def load() -> None:
     import pplxweb.asgi  # noqa: F401
 
     get_resolver().url_patterns  # noqa: B018
+    get_resolver().resolve_error_handler(404)
     engines["django"].engine.template_context_processors  # noqa: B018
     import_string(settings.MESSAGE_STORAGE)
     get_channel_layer()
     staticfiles_storage.base_url  # noqa: B018
     formats.get_format("DATE_FORMAT")
+
+
+def _set_up() -> None:
+    plain_http_only()
+    python_websocket_checks()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
+    import django
+
+    django.setup()  # INSTALLED_APPS' daphne installs Twisted's asyncio reactor before anything uses it
 
 
 def plain_http_only() -> None:
@@ -133,14 +140,9 @@ def _start_library_keeper() -> None:
 
 def main() -> None:
     if sys.argv[1:] == ["--load-only"]:
-        load()
+        _load()
         return
-    plain_http_only()
-    python_websocket_checks()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pplxweb.settings")
-    import django
-
-    django.setup()  # INSTALLED_APPS' daphne installs Twisted's asyncio reactor before anything uses it
+    _set_up()
     from daphne.cli import CommandLineInterface
     from django.conf import settings
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert response.status == 200
         command = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-        assert command[1:2] == [b"-OO"] and command[4:6] == [b"-m", b"pplxweb.server"]
+        assert b"-OO" in command and command[-3:-1] == [b"-m", b"pplxweb.server"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:
@@ -44,35 +45,50 @@ def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
     assert "Traceback" not in text
 
 
-def test_the_servers_bytecode_is_compiled_before_it_starts(tmp_path):
+def test_the_servers_bytecode_is_compiled_before_it_starts(tmp_path, monkeypatch):
     """The server runs with -OO (docstrings are 4 MB of its memory), whose bytecode pip does not
-    write: a first start compiles it in a process of its own, even where PYTHONDONTWRITEBYTECODE
-    is set, and the server then compiles nothing itself (the compiler's leftovers would stay in
-    its memory) to serve a page."""
+    write: before it starts, a process of its own compiles it, even where
+    PYTHONDONTWRITEBYTECODE is set, and the server then compiles nothing itself (the compiler's
+    leftovers would stay in its memory) to serve a page, an error page and its log line."""
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PPLXWEB_", "DATABASE_", "REDIS_"))}
     environ.pop("DJANGO_SETTINGS_MODULE", None)
-    environ.update(PPLXWEB_DATA_DIR=str(tmp_path / "data"), PPLXWEB_BIND=f"127.0.0.1:{port}")
+    data = tmp_path / "data"
+    environ.update(PPLXWEB_DATA_DIR=str(data), PPLXWEB_BIND=f"127.0.0.1:{port}")
     environ.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "manage.py", "serve", "--no-serve"], cwd=ROOT, env=environ, check=True)
-    bytecode = tmp_path / "bytecode"
-    argv, env = server.command(bytecode, environ)
+    monkeypatch.setattr(server, "_bytecode_dir", lambda data_dir: data_dir / "bytecode")  # a fresh one
 
-    server.compile_once(bytecode, argv, env)
+    argv, env = server.prepare(data, environ)
 
-    compiled = sorted(bytecode.rglob("*.pyc"))
+    compiled = sorted((data / "bytecode").rglob("*.pyc"))
     assert len(compiled) > 500 and all(p.name.endswith(".opt-2.pyc") for p in compiled)
     assert any(p.match("django/db/models/sql/compiler.*") for p in compiled)  # the first query's
+    assert (data / "bytecode").stat().st_mode & 0o777 == 0o700
+    assert "-OO" in argv and argv[-2:] == ["-m", "pplxweb.server"]
     log = tmp_path / "server.log"
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     try:
         wait_for(proc, port, log)
-        for path in ("/healthz", "/setup/"):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-                assert response.status == 200
+        for path, status in (("/healthz", 200), ("/setup/", 200), ("/no-such-page/", 404)):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+                    assert response.status == status
+            except urllib.error.HTTPError as error:
+                assert error.code == status
     finally:
         stop(proc)
-    assert sorted(bytecode.rglob("*.pyc")) == compiled, sorted(set(bytecode.rglob("*.pyc")) - set(compiled))
+    assert sorted((data / "bytecode").rglob("*.pyc")) == compiled
+
+
+def test_the_bytecode_is_kept_in_the_virtualenv_else_in_the_data_dir(tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    assert server._bytecode_dir(tmp_path / "data") == venv / "bytecode"
+    monkeypatch.setattr(sys, "base_prefix", str(venv))  # no virtualenv: not the system's folders
+    assert server._bytecode_dir(tmp_path / "data") == tmp_path / "data" / "bytecode"
 
 
 def run(code: str, environ: dict | None = None) -> str:

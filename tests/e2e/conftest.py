@@ -64,9 +64,8 @@ def start_pplxweb(env: dict, log: Path, port: int = 0) -> tuple[subprocess.Popen
     from pplxweb import server
 
     port = port or free_port()
-    bytecode = server.bytecode_dir(Path(env.get("PPLXWEB_DATA_DIR") or ROOT))
-    argv, env = server.command(bytecode, {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"})
-    server.compile_once(bytecode, argv, env)
+    environ = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
+    argv, env = server.prepare(Path(env.get("PPLXWEB_DATA_DIR") or ROOT / "data"), environ)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     wait_for(proc, port, log)
     return proc, port

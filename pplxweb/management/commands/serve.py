@@ -35,10 +35,8 @@ def become_the_server() -> None:
     connections.close_all()
     root = str(settings.BASE_DIR)  # where `pplxweb` is imported from, whatever the working directory
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    bytecode = server.bytecode_dir(settings.DATA_DIR)
-    argv, env = server.command(bytecode, {**os.environ, "PYTHONPATH": path})
     sys.stdout.flush()
-    server.compile_once(bytecode, argv, env)
+    argv, env = server.prepare(settings.DATA_DIR, {**os.environ, "PYTHONPATH": path})
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter
