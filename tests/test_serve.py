@@ -15,11 +15,16 @@ from pplxweb import server
 from tests.e2e.conftest import ROOT, free_port, stop, wait_for
 
 
+def serve_environ(data: Path, port: int) -> dict[str, str]:
+    """A fresh install's environment: the defaults (SQLite, the in-memory layer), on `data`."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PPLXWEB_", "DATABASE_", "REDIS_"))}
+    environ.pop("DJANGO_SETTINGS_MODULE", None)
+    return {**environ, "PPLXWEB_DATA_DIR": str(data), "PPLXWEB_BIND": f"127.0.0.1:{port}"}
+
+
 def test_serve_prepares_then_becomes_the_server_in_the_same_process(tmp_path):
     port = free_port()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PPLXWEB_", "DATABASE_", "REDIS_"))}
-    environ.update(PPLXWEB_DATA_DIR=str(tmp_path / "data"), PPLXWEB_BIND=f"127.0.0.1:{port}")
-    environ.pop("DJANGO_SETTINGS_MODULE", None)
+    environ = serve_environ(tmp_path / "data", port)
     log = tmp_path / "serve.log"
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "serve"],
@@ -51,11 +56,8 @@ def test_the_servers_bytecode_is_compiled_before_it_starts(tmp_path, monkeypatch
     PYTHONDONTWRITEBYTECODE is set, and the server then compiles nothing itself (the compiler's
     leftovers would stay in its memory) to serve a page, an error page and its log line."""
     port = free_port()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PPLXWEB_", "DATABASE_", "REDIS_"))}
-    environ.pop("DJANGO_SETTINGS_MODULE", None)
     data = tmp_path / "data"
-    environ.update(PPLXWEB_DATA_DIR=str(data), PPLXWEB_BIND=f"127.0.0.1:{port}")
-    environ.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT))
+    environ = {**serve_environ(data, port), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "manage.py", "serve", "--no-serve"], cwd=ROOT, env=environ, check=True)
     monkeypatch.setattr(server, "_bytecode_dir", lambda data_dir: data_dir / "bytecode")  # a fresh one
 

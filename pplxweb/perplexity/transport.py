@@ -294,9 +294,11 @@ class _Transfer:
 
     def end(self) -> None:
         kept, self._kept = self._kept, None
-        if kept is not None and self._stream:
+        if kept is None:
+            return
+        if self._stream:
             kept.streams -= 1
-        elif kept is not None:
+        else:
             kept.others -= 1
 
 

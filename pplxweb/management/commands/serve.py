@@ -35,10 +35,9 @@ def become_the_server() -> None:
     connections.close_all()
     root = str(settings.BASE_DIR)  # where `pplxweb` is imported from, whatever the working directory
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    sys.stdout.flush()
-    argv, env = server.prepare(settings.DATA_DIR, {**os.environ, "PYTHONPATH": path})
-    sys.stdout.flush()
+    sys.stdout.flush()  # before the loading process and the server write to the same output
     sys.stderr.flush()
+    argv, env = server.prepare(settings.DATA_DIR, {**os.environ, "PYTHONPATH": path})
     os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter
 
 
