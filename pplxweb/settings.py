@@ -66,7 +66,6 @@ PERPLEXITY_IMPERSONATE = env_choice(
 )
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

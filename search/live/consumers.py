@@ -32,10 +32,6 @@ JUST_ENDED = timedelta(seconds=30)
 MAX_RECHECK = 50  # answers a reopened page may ask about at once
 SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
 UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
-try:  # daphne's websocket library: a send after the browser began closing raises this
-    from autobahn.exception import Disconnected as SocketClosing
-except ImportError:  # another ASGI server
-    SocketClosing = ()
 
 
 def _first_text(value) -> str:
@@ -214,11 +210,11 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 
     async def send(self, text_data=None, bytes_data=None, close=False) -> None:
         # The browser may close the socket while a fragment is on its way (a tab closed mid-answer):
-        # once its closing handshake has begun and before daphne hears of it, a send raises. There
-        # is nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
+        # once its closing handshake has begun, a send may raise (ASGI: an OSError). There is
+        # nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
         try:
             await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
-        except SocketClosing:
+        except OSError:  # what ASGI servers raise for a socket that is closing or closed
             log.debug("socket %s closing; a fragment was not delivered", self.channel_name)
 
     async def error(self, message: str) -> None:

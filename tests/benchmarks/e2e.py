@@ -69,7 +69,7 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.e2e.conftest import ROOT, control, free_port, stop, wait_for  # noqa: E402
+from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
 EVENTS, PACE = 300, 0.02
@@ -210,14 +210,9 @@ def memory_mb(pid: int, row: str) -> float:
 
 
 def serve_fake(env: dict, log: Path, port: int) -> subprocess.Popen:
-    """daphne serving the fake Perplexity on loopback, over TLS with the benchmark's certificate."""
-    endpoint = f"ssl:{port}:privateKey={KEY}:certKey={CERT}:interface=127.0.0.1"
-    return started(
-        [sys.executable, "-m", "daphne", "-e", endpoint, "tests.fake_perplexity.app:application"],
-        env,
-        log,
-        port,
-    )
+    """The fake Perplexity on loopback, over TLS with the benchmark's certificate."""
+    proc, _ = start("tests.fake_perplexity.app:application", env, log, port, tls=(CERT, KEY))
+    return proc
 
 
 def serve_pplxweb(env: dict, log: Path) -> tuple[subprocess.Popen, int]:
