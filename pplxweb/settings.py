@@ -149,22 +149,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channel layer -----------------------------------------------------------------------------
 
-if ENV.get("REDIS_URL", "").strip():
+REDIS_URL = ENV.get("REDIS_URL", "").strip()
+if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # channels-redis's pub/sub layer with confirmed subscriptions, and every socket told
-            # when the connection to Redis is lost (pplxweb/redis_layer.py)
-            "BACKEND": "pplxweb.redis_layer.RedisChannelLayer",
-            # a command that Redis does not answer in 5 s fails (and the connection is redone)
-            "CONFIG": {
-                "hosts": [
-                    {"address": ENV["REDIS_URL"].strip(), "socket_timeout": 5, "socket_connect_timeout": 5}
-                ]
-            },
+            # channels-redis's pub/sub layer as it ships; pplxweb/sockets.py watches Redis and the
+            # pages heal a lost message themselves. A command Redis does not answer in 5 s fails.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 5, "socket_connect_timeout": 5}]},
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "pplxweb.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # --- people ------------------------------------------------------------------------------------
 
@@ -252,9 +248,18 @@ LOG_LEVEL = env_choice(ENV, "PPLXWEB_LOG_LEVEL", "info", ("debug", "info", "warn
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "pplxweb.logging.RedactSecrets"}},
+    "filters": {
+        "redact": {"()": "pplxweb.logging.RedactSecrets"},
+        "redis_away": {"()": "pplxweb.logging.RedisAway"},
+    },
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["redact", "redis_away"],
+        }
+    },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "pplxweb": {"level": LOG_LEVEL},

@@ -70,8 +70,16 @@ def entry_html(entry: Entry) -> str:
     return render_to_string("search/entry.html", entry_context(entry))
 
 
+def mark(entry_id: int, seq: int, kind: str = "") -> str:
+    """The marker an update of an entry opens with (static/pplxweb.js reads it): `seq`, the
+    update's number; `kind` "full" for a whole state as of update `seq`, "saved" for the entry as
+    the database has it (the page then waits for a whole state before taking updates)."""
+    return f"<!--pplxweb:seq {entry_id} {seq}{' ' + kind if kind else ''}-->"
+
+
 def new_entry_fragment(entry: Entry) -> str:
-    """A new turn appended to the page's list of entries, and the thread's address for the bar."""
-    return render_to_string(
+    """A new turn appended to the page's list of entries, and the thread's address for the bar:
+    the entry's state 0, which its run's first update follows."""
+    return mark(entry.pk, 0, "full") + render_to_string(
         "search/new_entry_fragment.html", {"entry_html": entry_html(entry), "entry": entry}
     )

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
-from search.display import entry_html, new_entry_fragment
+from search.display import entry_html, mark, new_entry_fragment
 from search.live import liveness, runner, starts
 from search.models import Entry, entry_for, thread_for
 from search.saving import clean
@@ -107,6 +107,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.watch_thread(data.get("thread"))
         elif action == "recheck":
             await self.recheck(data.get("entries"))
+        elif action == "catch_up":
+            await self.catch_up(data.get("entries"))
         elif action == "clarify":
             await self.clarify(data, bool(data.get("skip")))
         else:
@@ -162,9 +164,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.follow(entry.pk)
             # what the database has now, then the run (wherever it is) sends its full state
             await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
-            await self.channel_layer.group_send(
-                runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
-            )
+            await runner.sync(entry.pk, self.channel_name)
 
     async def recheck(self, entry_ids) -> None:
         """A reopened page names the answers it shows running: those that ended meanwhile, however
@@ -176,6 +176,24 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
         for html in await database_sync_to_async(self._ended)(ids):
             await self.send(text_data=html)
+
+    async def catch_up(self, entry_ids) -> None:
+        """A page missed an update of these answers (a gap in their numbers, or one quiet for a
+        while): the running ones send their whole state, the ended ones come whole from the
+        database."""
+        if not isinstance(entry_ids, list):
+            await self.error("pplxweb could not read that message; nothing was started.")
+            return
+        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        running = await database_sync_to_async(self._running)(ids)
+        for entry_id in sorted(running):
+            await self.follow(entry_id)
+            await runner.sync(entry_id, self.channel_name)
+        await self.recheck(sorted(ids - running))
+
+    def _running(self, ids: set[int]) -> set[int]:
+        own = Entry.objects.filter(pk__in=ids, thread__user=self.user, status=Entry.Status.RUNNING)
+        return set(own.values_list("pk", flat=True))
 
     def _ended(self, ids: set[int]) -> list[str]:
         if not ids:
@@ -260,8 +278,10 @@ def _closed_fragment(message: str, url_name: str, link: str) -> str:
 
 
 def _replace_entry(entry: Entry) -> str:
+    """The entry as the database has it, replacing the page's (which then waits for a whole
+    state before it takes the run's updates)."""
     html = entry_html(entry)
-    return html.replace(
+    return mark(entry.pk, 0, "saved") + html.replace(
         f'<article class="entry" id="entry-{entry.pk}"',
         f'<article class="entry" id="entry-{entry.pk}" hx-swap-oob="true"',
         1,

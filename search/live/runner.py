@@ -2,13 +2,16 @@
 
 The run belongs to the server, not to a socket: it is an asyncio task in the process that
 started it, and every browser watching the entry (any tab, any process with Redis) gets its
-fragments through the channel group `entry-<id>`. The run listens on a control group
-`run-<id>` for "stop" and for "sync" (a newcomer asks for the full current state).
+fragments through the channel group `entry-<id>`, each update numbered (a page that misses one
+asks for the whole state). The run listens on a control group `run-<id>` for "stop", "clarify"
+and "sync" (a newcomer, or a page that missed an update, asks for the whole current state).
+A channel layer that fails (Redis away) never stops a run: it goes on and saves its answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -21,11 +24,12 @@ from channels.layers import get_channel_layer
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
-from pplxweb import collector
+from pplxweb import collector, sockets
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import images
+from search.display import mark
 from search.live import asking, fragments, liveness, outcome, questions, terminate
 from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
@@ -52,6 +56,10 @@ def control_group(entry_id: int) -> str:
     return f"run-{entry_id}"
 
 
+def fragment(html: str) -> dict:
+    return {"type": "entry.fragment", "html": html}
+
+
 @dataclass
 class Run(RunState):
     """A run as it streams (what is saved of it: outcome.RunState)."""
@@ -61,6 +69,7 @@ class Run(RunState):
     finishing: bool = False
     sent: dict[str, Any] = field(init=False)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
+    seq: int = 0  # the number of the last update sent to the group (0: the new entry)
     models: dict = field(default_factory=dict)  # the catalogue, for model names
     _extracted: Any = None
     _shown: Any = None  # the snapshot the last update showed (a progress save also extracts)
@@ -93,10 +102,13 @@ class Run(RunState):
         self.layer = get_channel_layer()
 
     async def send(self, html: str) -> None:
+        """The next numbered update to every page watching the entry."""
         if html:
+            self.seq += 1
+            html = mark(self.entry_id, self.seq) + html
             self.stats["updates"] += 1
             self.stats["bytes"] += len(html.encode())
-            await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
+            await sockets.publish(self.layer.group_send, group(self.entry_id), fragment(html))
 
     def _flush_due(self) -> float:
         return max(self._last_update + UPDATE_EVERY, self._last_event + QUIET)
@@ -139,11 +151,11 @@ class Run(RunState):
             if not final:
                 self._refresh_result()
                 self._shown = self.snapshot
-            if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
-                state = fragments.full_state(self)
-                for channel in self._syncs:
-                    await self.layer.send(channel, {"type": "entry.fragment", "html": state})
-                self._syncs.clear()
+            if self._syncs:  # newcomers get the whole state first, then the updates everyone gets
+                state = mark(self.entry_id, self.seq, "full") + fragments.full_state(self)
+                syncs, self._syncs = self._syncs, []
+                for channel in syncs:
+                    await sockets.publish(self.layer.send, channel, fragment(state))
             await self.send("".join(fragments.changed_parts(self, final=final)))
 
     def cancel(self, stop: bool) -> None:
@@ -162,21 +174,26 @@ class Run(RunState):
     async def listen(self, channel: str) -> None:
         while True:
             message = await self.layer.receive(channel)
-            if message.get("type") == "run.end":
-                return
             if message.get("type") == "run.stop":
                 self.cancel(stop=True)
             elif message.get("type") == "run.clarify":
                 questions.answer(self, [str(a) for a in message.get("answers") or []])
             elif message.get("type") == "run.sync" and message.get("reply_to"):
-                self._syncs.append(message["reply_to"])
-                if self.status != Entry.Status.RUNNING or self.result is None:
-                    await self.update()
+                self.sync(message["reply_to"])
+
+    def sync(self, reply_to: str) -> None:
+        """Send the whole current state to the channel `reply_to`, at once (with an update)."""
+        self._syncs.append(reply_to)
+        self.update_soon()
 
     async def execute(self) -> None:
-        channel = await self.layer.new_channel()
-        await self.layer.group_add(control_group(self.entry_id), channel)
-        listener = asyncio.create_task(self.listen(channel))
+        channel = listener = None
+        try:
+            channel = await self.layer.new_channel()
+            await self.layer.group_add(control_group(self.entry_id), channel)
+            listener = asyncio.create_task(self.listen(channel))
+        except sockets.LAYER_FAULTS as error:  # Redis away: the run goes on, stopped here only
+            log.warning("entry %s runs without its control channel (%s)", self.entry_id, error)
         try:
             await self.stream()
             try:
@@ -187,14 +204,17 @@ class Run(RunState):
             RUNS.pop(self.entry_id, None)
             if not RUNS:  # the last answer ended: collect garbage while nothing arrives
                 collector.when_idle(lambda: bool(RUNS))
+            if listener is not None:
+                await self._stop_listening(channel, listener)
+
+    async def _stop_listening(self, channel: str, listener: asyncio.Task) -> None:
+        """Leave the control group; the listener ends (cancelled: the pub/sub layer then drops
+        its channel)."""
+        with contextlib.suppress(*sockets.LAYER_FAULTS):
             await self.layer.group_discard(control_group(self.entry_id), channel)
-            # End the listener with a message rather than cancelling it (channels-redis's core
-            # layer lost other consumers' messages when a receive() was cancelled mid-read).
-            await self.layer.send(channel, {"type": "run.end"})
-            try:
-                await asyncio.wait_for(listener, 5)
-            except (TimeoutError, asyncio.CancelledError):
-                listener.cancel()
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError, *sockets.LAYER_FAULTS):
+            await listener
 
     async def stream(self) -> None:
         last_save = self.started  # the entry was written as running a moment ago
@@ -379,9 +399,7 @@ async def clarify(entry_id: int, answers: list[str]) -> None:
     if run is not None:
         questions.answer(run, answers)
     else:
-        await get_channel_layer().group_send(
-            control_group(entry_id), {"type": "run.clarify", "answers": answers}
-        )
+        await _to_run(entry_id, {"type": "run.clarify", "answers": answers})
 
 
 def _ended(task: asyncio.Task) -> None:
@@ -390,13 +408,28 @@ def _ended(task: asyncio.Task) -> None:
         log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
 
 
+async def sync(entry_id: int, reply_to: str) -> None:
+    """Ask a running answer, wherever it runs, for its whole state, sent to channel `reply_to`."""
+    run = RUNS.get(entry_id)
+    if run is not None:
+        run.sync(reply_to)
+    else:
+        await _to_run(entry_id, {"type": "run.sync", "reply_to": reply_to})
+
+
 async def stop(entry_id: int) -> None:
     """Stop a running answer wherever it runs: here directly, else through its control group."""
     run = RUNS.get(entry_id)
     if run is not None:
         run.cancel(stop=True)
     else:
-        await get_channel_layer().group_send(control_group(entry_id), {"type": "run.stop"})
+        await _to_run(entry_id, {"type": "run.stop"})
+
+
+async def _to_run(entry_id: int, message: dict) -> None:
+    """A message to a run of another process, through its control group (Redis away: the page
+    is told of the outage and asks again)."""
+    await sockets.publish(get_channel_layer().group_send, control_group(entry_id), message)
 
 
 async def shutdown() -> None:

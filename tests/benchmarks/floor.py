@@ -119,8 +119,9 @@ router = ProtocolTypeRouter({"http": get_asgi_application(), "websocket": AuthMi
 
 async def application(scope, receive, send):
     if scope["type"] == "lifespan":  # pplxweb's command line speaks the lifespan protocol
-        while (message := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
+        while True:
+            kind = (await receive())["type"].rsplit(".", 1)[-1]  # startup, then shutdown
+            await send({"type": f"lifespan.{kind}.complete"})
+            if kind == "shutdown":
+                return
     await router(scope, receive, send)
