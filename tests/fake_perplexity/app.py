@@ -27,6 +27,8 @@ sent with `GET /_requests`:
   `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
   rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
+  A follow-up into a thread that is gone (`thread_gone`, `gone_as`, `gone`) is refused in the forms
+  gone.py describes (docs/protocol.md §12.4).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
@@ -53,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import library, streams_2026, uploads
+from tests.fake_perplexity import gone, library, streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -394,9 +396,15 @@ async def ask(send, request: Request) -> None:
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=False)
         return
+    refused = gone.answer(plan, request.json())  # a follow-up into a thread that is gone
+    if refused is not None and refused.payload is not None:
+        await respond(send, refused.status, refused.payload)
+        return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
     attachments = uploads.record_ask(request.json())
-    if plan.get("fixture"):
+    if refused is not None and refused.frames is not None:
+        stream = refused.frames
+    elif plan.get("fixture"):
         here = f"http://{request.headers.get('host', 'localhost')}/_media/"
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
         if fault in OPEN_ENDED:
@@ -412,6 +420,8 @@ async def ask(send, request: Request) -> None:
         stream = events(answer, model=plan.get("model", model), complete=complete)
         uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
+    if refused is not None and refused.rethread:
+        gone.new_thread(stream)
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
     await replay(
