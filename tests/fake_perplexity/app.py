@@ -1,4 +1,4 @@
-"""A local stand-in for Perplexity that speaks its web protocol (shared/protocol.md).
+"""A local stand-in for Perplexity that speaks its web protocol (docs/protocol.md).
 
 A plain ASGI app, served by daphne on a loopback port in tests (tests/e2e/conftest.py) and by
 hand for development:
@@ -33,11 +33,11 @@ sent with `GET /_requests`:
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
 - `{"terminate": {"fault": F} | {"hang": seconds}}`: how `POST /rest/sse/perplexity_terminate`
-  (Stop, protocol.md 8.5) answers; it is recorded like every call (`GET /_requests`).
+  (Stop, docs/protocol.md §9.2) answers; it is recorded like every call (`GET /_requests`).
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
-File uploads (protocol.md 2.8) are served by uploads.py (steered with `{"uploads": {...}}`).
+File uploads (docs/protocol.md §10) are served by uploads.py (steered with `{"uploads": {...}}`).
 
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
@@ -431,7 +431,7 @@ async def ask(send, request: Request) -> None:
 
 def remember_run(stream: list[dict], pace: float) -> None:
     """A built answer goes on "on Perplexity's side" whatever happens to the connection that
-    asked it (protocol.md 8.5): it gets its own backend_uuid, and a rejoin sends it as far as its
+    asked it (docs/protocol.md §9.1): it gets its own backend_uuid, and a rejoin sends it as far as its
     schedule has come."""
     runs = state.setdefault("runs", {})
     uuid = f"fake-run-{len(runs) + 1}"
@@ -499,7 +499,7 @@ def modern_stream(plan: dict) -> list[dict]:
 
 
 async def clarifying_answers(send, request: Request) -> None:
-    """A research run's clarifying question answered (protocol.md 8.1): the held stream goes on."""
+    """A research run's clarifying question answered (docs/protocol.md §8.4): the held stream goes on."""
     body = request.json().get("result") or {}
     if not signed_in(request):
         await respond(send, 401, {"error": "unauthorized"})
@@ -553,7 +553,7 @@ def png(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (30, 90, 22
 
 
 async def delete_thread(send, request: Request) -> None:
-    """DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7): each entry_uuid once."""
+    """DELETE /rest/thread/delete_thread_by_entry_uuid (docs/protocol.md §9.3): each entry_uuid once."""
     fault = (state.get("delete") or {}).get("fault", "")
     body = request.json()
     if not signed_in(request):
@@ -570,7 +570,7 @@ async def delete_thread(send, request: Request) -> None:
 
 
 async def terminate(send, request: Request) -> None:
-    """POST /rest/sse/perplexity_terminate (protocol.md 8.5): Stop on Perplexity's side."""
+    """POST /rest/sse/perplexity_terminate (docs/protocol.md §9.2): Stop on Perplexity's side."""
     plan = state.get("terminate") or {}
     if plan.get("hang"):
         await asyncio.sleep(plan["hang"])

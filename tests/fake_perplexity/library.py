@@ -1,4 +1,4 @@
-"""The fake's Perplexity library (shared/library.md): `list_ask_threads` with offset paging, thread
+"""The fake's Perplexity library (docs/protocol.md §11): `list_ask_threads` with offset paging, thread
 detail paged by `next_cursor` (offset ignored, as upstream), expiring report links with a
 fresh-link endpoint, the refusals (ENTRY_DELETED, ENTRY_EXPIRED, VIEW_THREAD_NOT_ALLOWED), a 429
 with Retry-After, and `[]` for a listing without the account headers.
