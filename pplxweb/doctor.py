@@ -1,4 +1,4 @@
-"""`manage.py doctor`: is Perplexity still speaking what pplxweb reads? (protocol.md 8)
+"""`manage.py doctor`: is Perplexity still speaking what pplxweb reads? (docs/protocol.md §14)
 
 Checks, in plain sentences: the linked session (`/api/auth/session`), the model table (v2;
 what was added and removed since the cached one), and with `probe` one cheap ask (it spends a

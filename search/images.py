@@ -1,5 +1,5 @@
-"""Generated images, kept: Perplexity's links to them expire after about 35 minutes (protocol.md
-3.9), so a run downloads each one as soon as it appears, into the data folder beside the
+"""Generated images, kept: Perplexity's links to them expire after about 35 minutes (docs/protocol.md
+§6.6), so a run downloads each one as soon as it appears, into the data folder beside the
 database (`images/<entry id>/<n>.<png|jpg|gif|webp>`), and the page shows pplxweb's copy.
 
 Upstream text is hostile, so a download is fenced: only from Perplexity's image host (or

@@ -1,10 +1,10 @@
 """A person's Perplexity library: listing their threads, reading each one whole, fresh asset links
-(shared/library.md; protocol.md 8.7). No Django here: pplxweb's job (search/library/) paces the
+(docs/protocol.md §11). No Django here: pplxweb's job (search/library/) paces the
 calls and stores what they return.
 
 Every call sends the account's id as `x-pplx-account` beside the app headers the client always
 sends: without them Perplexity answers the listing with `200 []` and a thread with 403
-VIEW_THREAD_NOT_ALLOWED (library.md 1), so `library_account` checks the session first.
+VIEW_THREAD_NOT_ALLOWED (docs/protocol.md §11.1), so `library_account` checks the session first.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.request import API_VERSION
 from pplxweb.perplexity.responses import check_response, gone_code, json_body, read_limited
 
-LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, library.md 4.1)
+LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, docs/protocol.md §11.2)
 PAGE_LIMIT = 100  # turns per thread page; the web app asks for 10
 MAX_LIST_BYTES = 16 * 1024 * 1024
 MAX_PAGE_BYTES = 64 * 1024 * 1024  # 100 turns, each keeping its answer up to three times
@@ -69,7 +69,7 @@ def _headers(client: PerplexityClient, reason: str) -> dict[str, str]:
 
 async def library_account(client: PerplexityClient) -> str:
     """Check the session and set the account id the library calls need; AuthError without one
-    (an empty listing would then mean nothing, library.md 1)."""
+    (an empty listing would then mean nothing, docs/protocol.md §11.1)."""
     info = await client.session_info()
     if not info.user_id:
         raise AuthError(
@@ -95,7 +95,7 @@ async def list_threads(client: PerplexityClient, offset: int, limit: int = LIST_
     )
     check_response(response)
     value = _json(response, MAX_LIST_BYTES)
-    if isinstance(value, dict):  # shapes some peers tolerate (library.md 4.1)
+    if isinstance(value, dict):  # shapes some peers tolerate (docs/protocol.md §11.2)
         value = next(
             (value[k] for k in ("threads", "data", "entries") if isinstance(value.get(k), list)), None
         )
@@ -114,7 +114,7 @@ class ThreadPage:
 
 async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> ThreadPage:
     """One page of a thread's turns, oldest first; the next page is by `next_cursor` (offset
-    is ignored upstream, library.md 6.7). ThreadGone when Perplexity refuses the thread."""
+    is ignored upstream, docs/protocol.md §11.4). ThreadGone when Perplexity refuses the thread."""
     params = [
         ("version", API_VERSION), ("source", "default"), ("with_schematized_response", "true"),
         ("with_parent_info", "true"), ("from_first", "true"), ("limit", str(PAGE_LIMIT)),
@@ -147,7 +147,7 @@ async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> 
 
 
 async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
-    """A newly signed link to an asset (`/rest/assets/<uuid>/data`, library.md 10), or ""."""
+    """A newly signed link to an asset (`/rest/assets/<uuid>/data`, docs/protocol.md §8.2), or ""."""
     response = await client._call(
         "GET",
         f"/rest/assets/{quote(asset_uuid, safe='')}/data?version={API_VERSION}&source=default",

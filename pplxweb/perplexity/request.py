@@ -1,4 +1,4 @@
-"""Ask and follow-up requests: body and headers (protocol.md 2.2-2.7)."""
+"""Ask and follow-up requests: body and headers (docs/protocol.md §2, §4)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ SUPPORTED_BLOCKS = [
     "inline_claims",
     "unified_assets",
     "workflow_steps",
-    "prediction_market_widgets",  # the newest clients' list (protocol.md 8.7)
+    "prediction_market_widgets",  # the newest clients' list (docs/protocol.md §4.1)
     "flight_status_widgets",
 ]
 CHROME_UA = (
@@ -94,7 +94,7 @@ class AskRequest:
     options: AskOptions = field(default_factory=AskOptions)
     follow_up: FollowUp | None = None
     frontend_uuid: str = field(default_factory=lambda: str(uuid.uuid4()))
-    attachments: tuple[str, ...] = ()  # the uploaded files' URLs (uploads.py, protocol.md 2.8)
+    attachments: tuple[str, ...] = ()  # the uploaded files' URLs (uploads.py, docs/protocol.md §10.4)
 
 
 def _us_date(value: date) -> str:
@@ -165,7 +165,8 @@ def _filters(params: dict, options: AskOptions) -> None:
 
 
 def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
-    """Web-identity headers (2.2). The session travels in the cookie jar, never as a bearer."""
+    """Web-identity headers (docs/protocol.md §2.3). The session travels in the cookie jar, never as
+    a bearer."""
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
@@ -187,7 +188,7 @@ def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dic
 
 
 def api_body(request: AskRequest, model: str = "sonar-pro") -> dict:
-    """Body of the public API's streaming chat completion (protocol.md 5)."""
+    """Body of the public API's streaming chat completion (docs/protocol.md §13.1)."""
     options = request.options
     body: dict = {
         "model": "sonar-deep-research" if options.research else model,

@@ -65,7 +65,7 @@ class AskStream:
         # sees each response once it is read (the client keeps the cookies Perplexity sent back)
         self._request, self._timeouts, self._open, self._rejoin = request, timeouts, opener, rejoiner
         self._api, self._after = api, after
-        self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (protocol.md 8.5)
+        self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (docs/protocol.md §9.1)
         self.rejoined = False
         self.snapshot = Snapshot()
         self.ended = False
@@ -113,7 +113,7 @@ class AskStream:
 
     async def _attempts(self, gap: float) -> AsyncIterator[Snapshot]:
         """The answer's stream; an empty one or a bare error frame is asked again once, and a
-        connection dropped mid-answer is rejoined once (protocol.md 8.5) before the answer is
+        connection dropped mid-answer is rejoined once (docs/protocol.md §9.1) before the answer is
         called cut short."""
         async with aclosing(self._read(gap)) as attempt:  # a generator left early is not closed by itself
             async for snapshot in attempt:
@@ -155,7 +155,7 @@ class AskStream:
 
     def _nothing_came(self) -> bool:
         """An answer stream that ended with nothing in it, or with only a bare error frame
-        (protocol.md 8.3): peers ask again once."""
+        (docs/protocol.md §5.4): peers ask again once."""
         if not self.ended:
             return False
         return not self.saw_bytes or bool(processing_error(self.snapshot))

@@ -1,6 +1,6 @@
 """HTTP transports for the Perplexity client.
 
-Cloudflare in front of Perplexity checks the TLS fingerprint (protocol.md 6.2), so by default
+Cloudflare in front of Perplexity checks the TLS fingerprint (docs/protocol.md §2.6), so by default
 requests go through curl_cffi impersonating a browser, behind httpx's transport interface so the
 client code (and respx in tests) stays plain httpx. `impersonate="off"` uses httpx's own.
 """

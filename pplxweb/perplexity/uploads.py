@@ -1,4 +1,4 @@
-"""Files for a question (protocol.md 2.8): upload URLs, the storage upload, the processing wait.
+"""Files for a question (docs/protocol.md §10): upload URLs, the storage upload, the processing wait.
 
 1. `POST /rest/uploads/batch_create_upload_urls` names, for each file, a storage form (a URL
    and signed fields); the older single-file `/rest/uploads/create_upload_url` is tried when
@@ -129,7 +129,8 @@ async def create_forms(
     described = {
         key: {
             "filename": f.name,
-            "content_type": f.content_type,  # never "": some models then ignore the file (2.8)
+            # never "": some models then ignore the file (docs/protocol.md §10.1)
+            "content_type": f.content_type,
             "source": "default",
             "file_size": f.size,
             "force_image": False,

@@ -268,7 +268,7 @@ class Run(RunState):
                 if self.snapshot is not self._shown and not self.answer.shows(ended.answer):
                     await self.update()
                 self.drift = note_drift(self.entry_id, stream.snapshot)
-                if ended.downgraded:  # a suspicion only: the session itself says (protocol.md 8.4)
+                if ended.downgraded:  # a suspicion only: the session itself says (docs/protocol.md §6.7)
                     ended = replace(ended, downgraded=await signed_out(client, credential))
                     if ended.downgraded:
                         await database_sync_to_async(mark_auth_problem)(
@@ -362,7 +362,7 @@ def launch(
     rejoin: bool = False,
 ) -> Run:
     """Start the run for a saved entry as a task of this process's event loop; `rejoin`: the
-    entry's run was lost (a restart) and goes on from Perplexity's side (protocol.md 8.5)."""
+    entry's run was lost (a restart) and goes on from Perplexity's side (docs/protocol.md §9.1)."""
     run = Run(
         entry.pk,
         user,

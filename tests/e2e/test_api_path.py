@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # the web path's outcomes hold on the API path too (its own 401 is checked below)
 FAULTS = [f for f in WEB_FAULTS if f[0] in ("429", "500", "stall", "no_completed")] + [
-    # the API has no rejoin (protocol.md 8.5 is the web app's): a dropped answer stays cut short
+    # the API has no rejoin (docs/protocol.md §9.1 is the web app's): a dropped answer stays cut short
     ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
 ]
 

@@ -1,4 +1,4 @@
-"""A Deep Research run in Chromium (protocol.md 8.1): Perplexity asks a clarifying question,
+"""A Deep Research run in Chromium (docs/protocol.md §8.4): Perplexity asks a clarifying question,
 which is answered in the page; the report is shown while it grows and on the saved page, goes
 into the Markdown export, and history search finds words that are only in the report."""
 

@@ -1,5 +1,5 @@
 """A server killed mid-answer (SIGKILL: nothing saved at the end) and started again: the new
-process rejoins the run Perplexity kept working on (protocol.md 8.5) and the answer ends
+process rejoins the run Perplexity kept working on (docs/protocol.md §9.1) and the answer ends
 completed and whole."""
 
 from __future__ import annotations

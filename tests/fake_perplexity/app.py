@@ -1,4 +1,4 @@
-"""A local stand-in for Perplexity that speaks its web protocol (shared/protocol.md).
+"""A local stand-in for Perplexity that speaks its web protocol (docs/protocol.md).
 
 A plain ASGI app, served by daphne on a loopback port in tests (tests/e2e/conftest.py) and by
 hand for development:
@@ -27,15 +27,17 @@ sent with `GET /_requests`:
   `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
   rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
+  A follow-up into a thread that is gone (`thread_gone`, `gone_as`, `gone`) is refused in the forms
+  gone.py describes (docs/protocol.md §12.4).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
 - `{"terminate": {"fault": F} | {"hang": seconds}}`: how `POST /rest/sse/perplexity_terminate`
-  (Stop, protocol.md 8.5) answers; it is recorded like every call (`GET /_requests`).
+  (Stop, docs/protocol.md §9.2) answers; it is recorded like every call (`GET /_requests`).
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
-File uploads (protocol.md 2.8) are served by uploads.py (steered with `{"uploads": {...}}`).
+File uploads (docs/protocol.md §10) are served by uploads.py (steered with `{"uploads": {...}}`).
 
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
@@ -53,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import library, streams_2026, uploads
+from tests.fake_perplexity import gone, library, streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -394,9 +396,15 @@ async def ask(send, request: Request) -> None:
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=False)
         return
+    refused = gone.answer(plan, request.json())  # a follow-up into a thread that is gone
+    if refused is not None and refused.payload is not None:
+        await respond(send, refused.status, refused.payload)
+        return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
     attachments = uploads.record_ask(request.json())
-    if plan.get("fixture"):
+    if refused is not None and refused.frames is not None:
+        stream = refused.frames
+    elif plan.get("fixture"):
         here = f"http://{request.headers.get('host', 'localhost')}/_media/"
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
         if fault in OPEN_ENDED:
@@ -412,6 +420,8 @@ async def ask(send, request: Request) -> None:
         stream = events(answer, model=plan.get("model", model), complete=complete)
         uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
+    if refused is not None and refused.rethread:
+        gone.new_thread(stream)
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
     await replay(
@@ -421,7 +431,7 @@ async def ask(send, request: Request) -> None:
 
 def remember_run(stream: list[dict], pace: float) -> None:
     """A built answer goes on "on Perplexity's side" whatever happens to the connection that
-    asked it (protocol.md 8.5): it gets its own backend_uuid, and a rejoin sends it as far as its
+    asked it (docs/protocol.md §9.1): it gets its own backend_uuid, and a rejoin sends it as far as its
     schedule has come."""
     runs = state.setdefault("runs", {})
     uuid = f"fake-run-{len(runs) + 1}"
@@ -489,7 +499,7 @@ def modern_stream(plan: dict) -> list[dict]:
 
 
 async def clarifying_answers(send, request: Request) -> None:
-    """A research run's clarifying question answered (protocol.md 8.1): the held stream goes on."""
+    """A research run's clarifying question answered (docs/protocol.md §8.4): the held stream goes on."""
     body = request.json().get("result") or {}
     if not signed_in(request):
         await respond(send, 401, {"error": "unauthorized"})
@@ -543,7 +553,7 @@ def png(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (30, 90, 22
 
 
 async def delete_thread(send, request: Request) -> None:
-    """DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7): each entry_uuid once."""
+    """DELETE /rest/thread/delete_thread_by_entry_uuid (docs/protocol.md §9.3): each entry_uuid once."""
     fault = (state.get("delete") or {}).get("fault", "")
     body = request.json()
     if not signed_in(request):
@@ -560,7 +570,7 @@ async def delete_thread(send, request: Request) -> None:
 
 
 async def terminate(send, request: Request) -> None:
-    """POST /rest/sse/perplexity_terminate (protocol.md 8.5): Stop on Perplexity's side."""
+    """POST /rest/sse/perplexity_terminate (docs/protocol.md §9.2): Stop on Perplexity's side."""
     plan = state.get("terminate") or {}
     if plan.get("hang"):
         await asyncio.sleep(plan["hang"])

@@ -48,7 +48,7 @@ def events(answer: list[str], model: str = "pplx_pro", complete: bool = True) ->
                 ],
             }
         )
-    # The PENDING `final` "trap" event carries the last diff (protocol.md 3.2; the ASK1 capture's
+    # The PENDING `final` "trap" event carries the last diff (docs/protocol.md §5.2; the ASK1 capture's
     # carries the whole answer), and says the text is complete.
     if answer:
         out[-1].update(final=True, text_completed=True)
@@ -85,7 +85,7 @@ def end_frame(framing: str = "crlf") -> bytes:
 
 
 def api_chunks(answer: list[str], model: str, complete: bool) -> list[dict]:
-    """The public API's streamed chat completion (protocol.md section 5)."""
+    """The public API's streamed chat completion (docs/protocol.md §13.1)."""
     results = [
         {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2026-01-01",
          "snippet": "Paris is the capital of France."},

@@ -1,4 +1,4 @@
-"""The client against respx routes shaped like protocol.md: sign-in, session, models, ask, faults."""
+"""The client against respx routes shaped like docs/protocol.md: sign-in, session, models, ask, faults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Files for a question against respx routes shaped like protocol.md 2.8 and the SUBSCRIBE capture."""
+"""Files for a question against respx routes shaped like docs/protocol.md §10 and the SUBSCRIBE capture."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stop stops Perplexity too: after the read is cancelled, the terminate call (protocol.md 8.5)
+"""Stop stops Perplexity too: after the read is cancelled, the terminate call (docs/protocol.md §9.2)
 goes out with the run's ids; bounded at 5 s, a failure only logged, never a failed stop."""
 
 from __future__ import annotations
