@@ -78,6 +78,8 @@ class Run(RunState):
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    ended: bool = False  # its outcome is saved and its last update sent
+    _updated: asyncio.Event | None = None  # set by the next update (see updated())
 
     @property
     def asked(self) -> str:
@@ -145,6 +147,26 @@ class Run(RunState):
                     await self.layer.send(channel, {"type": "entry.fragment", "html": state})
                 self._syncs.clear()
             await self.send("".join(fragments.changed_parts(self, final=final)))
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._updated is not None:
+            self._updated.set()
+            self._updated = None
+
+    async def updated(self) -> None:
+        """Wait for the run's next update, or for its end (`ended`, or its task done): for a
+        caller in this process that follows the answer itself, not through the channel layer
+        (search/api reads `result`, `status` and `error` after each)."""
+        if self.ended or self.main.done():
+            return
+        if self._updated is None:
+            self._updated = asyncio.Event()
+        waiter = asyncio.ensure_future(self._updated.wait())
+        try:
+            await asyncio.wait([waiter, self.main], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
 
     def cancel(self, stop: bool) -> None:
         """End the run and keep what arrived: as stopped (stop) or as interrupted (the server is
@@ -317,6 +339,8 @@ class Run(RunState):
             await asyncio.wait([self._saving])
         self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
         await self.update(final=True)
+        self.ended = True
+        self._wake()
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database
