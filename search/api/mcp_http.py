@@ -77,7 +77,9 @@ async def serve(request: HttpRequest) -> HttpResponse:
         finally:
             await sent.put(None)
 
-    task = asyncio.get_running_loop().create_task(handle())
+    # a fresh context, as a run's (search.live.runner.launch): the tools' database calls must
+    # not go to the request's thread executor, which is gone once the response starts
+    task = asyncio.get_running_loop().create_task(handle(), context=contextvars.Context())
     start = await sent.get()
     if start is None or start.get("type") != "http.response.start":
         await task

@@ -127,7 +127,11 @@ class Reply:
                 **self._outcome(final)}  # fmt: skip
 
     def _outcome(self, final: answers.Final) -> dict:
-        return {"status": final.status, **({"error": final.error} if final.status != "completed" else {})}
+        # not "error": OpenAI's clients take any chunk with an "error" key for a failed stream
+        return {
+            "status": final.status,
+            **({"status_detail": final.error} if final.status != "completed" else {}),
+        }
 
     def _chunk(self, delta: dict, finish: str | None = None, **extra) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}

@@ -1,9 +1,10 @@
 """What the fake Perplexity sends: built answer streams, the fixtures, both framings, and the
-public API's chunks (the HTTP side is app.py)."""
+the Agent API's events (the HTTP side is app.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "perplexity" / "fixtures"
@@ -117,10 +118,10 @@ def agent_events(answer: list[str], question: str, model: str, complete: bool, s
         "content": [],
     }
     events.append({"type": "response.output_item.added", "output_index": 1, "item": message})
-    events += [
+    events += [  # a delta per word or so, as a model streams tokens
         {"type": "response.output_text.delta", "item_id": "msg_fake1", "output_index": 1, "content_index": 0,
-         "delta": part}
-        for part in answer
+         "delta": word}
+        for part in answer for word in re.findall(r"\S+\s*|\s+", part)
     ]  # fmt: skip
     if complete:
         text = "".join(answer)
