@@ -11,6 +11,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.timesince import timesince
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
@@ -128,6 +130,15 @@ def setup(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/setup.html", {"form": form}, status=status)
 
 
+def _ago(moment) -> str:
+    """ "just now", "3 minutes ago", or "" for never (timesince says "0 minutes" for the first)."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
 def _is_owner(user) -> bool:
     return user.is_authenticated and user.is_superuser
 
@@ -152,7 +163,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
-        "agent_tokens": agent_tokens.tokens_of(user),
+        "agent_tokens": [(t, _ago(t.last_used)) for t in agent_tokens.tokens_of(user)],
         "token_form": forms.get("token_form") or AgentTokenForm(),
         "new_token": forms.get("new_token"),
         "site": request.build_absolute_uri("/").rstrip("/"),
