@@ -21,6 +21,7 @@ from accounts.services import agent_tokens
 from search.api import answers, auth, conversations
 from search.api.errors import ApiError
 from search.api.requests import body_of, body_of_size, chat_request
+from search.display import footnotes
 
 TICK = 2.0  # seconds between checks that the token still stands, while an answer is followed
 KEEPALIVE = 15.0  # seconds of silence in a stream before a comment line keeps it open
@@ -167,8 +168,6 @@ class Reply:
 
 def _notes(final: answers.Final) -> str:
     """The sources' list alone, for a stream whose text Perplexity rewrote after it was sent."""
-    from search.display import footnotes
-
     notes = footnotes(final.sources)
     return f"\n\n{notes}" if notes else ""
 

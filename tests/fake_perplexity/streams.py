@@ -1,5 +1,5 @@
 """What the fake Perplexity sends: built answer streams, the fixtures, both framings, and the
-the Agent API's events (the HTTP side is app.py)."""
+Agent API's events (the HTTP side is app.py)."""
 
 from __future__ import annotations
 
