@@ -78,8 +78,7 @@ class Run(RunState):
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
-    ended: bool = False  # its outcome is saved and its last update sent
-    _updated: asyncio.Event | None = None  # set by the next update (see updated())
+    _updated: asyncio.Event | None = None  # set by the next update (updated())
 
     @property
     def asked(self) -> str:
@@ -147,26 +146,16 @@ class Run(RunState):
                     await self.layer.send(channel, {"type": "entry.fragment", "html": state})
                 self._syncs.clear()
             await self.send("".join(fragments.changed_parts(self, final=final)))
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._updated is not None:
-            self._updated.set()
-            self._updated = None
+        if self._updated is not None:  # in-process followers (updated())
+            self._updated, event = None, self._updated
+            event.set()
 
     async def updated(self) -> None:
-        """Wait for the run's next update, or for its end (`ended`, or its task done): for a
-        caller in this process that follows the answer itself, not through the channel layer
-        (search/api reads `result`, `status` and `error` after each)."""
-        if self.ended or self.main.done():
-            return
-        if self._updated is None:
-            self._updated = asyncio.Event()
-        waiter = asyncio.ensure_future(self._updated.wait())
-        try:
-            await asyncio.wait([waiter, self.main], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
+        """Wait for the next update, or the end: for search/api, which follows answers in-process."""
+        if not (self.ended or self.main.done()):
+            self._updated = self._updated or asyncio.Event()
+            waiter = asyncio.ensure_future(self._updated.wait())
+            await asyncio.wait([waiter, self.main], return_when="FIRST_COMPLETED")
 
     def cancel(self, stop: bool) -> None:
         """End the run and keep what arrived: as stopped (stop) or as interrupted (the server is
@@ -339,8 +328,6 @@ class Run(RunState):
             await asyncio.wait([self._saving])
         self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
         await self.update(final=True)
-        self.ended = True
-        self._wake()
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database
