@@ -151,3 +151,12 @@ class DefaultsForm(forms.Form):
         if model in self.max_only and self.tier and self.tier not in ("max", "enterprise"):
             raise forms.ValidationError("That model needs Perplexity Max; the linked account is Pro.")
         return model
+
+
+class AgentTokenForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=60,
+        help_text="Which agent will use it, e.g. “laptop scripts” or “Open WebUI”. Its answers say so.",
+        error_messages={"required": "Give the token a name, such as the agent that will use it."},
+    )

@@ -15,5 +15,6 @@ urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
     path("settings/perplexity/", views.perplexity, name="perplexity"),
     path("settings/defaults/", views.search_defaults, name="defaults"),
+    path("settings/agents/", views.agents, name="agents"),
     path("settings/household/<int:member_id>/remove/", views.remove_member, name="remove_member"),
 ]

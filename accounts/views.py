@@ -11,12 +11,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.timesince import timesince
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import ratelimit, services
 from accounts.forms import (
+    AgentTokenForm,
     ApiKeyForm,
     CodeForm,
     CookieForm,
@@ -28,6 +31,7 @@ from accounts.forms import (
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
+from accounts.services import agent_tokens
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
 from search.library import display as library_display
@@ -126,6 +130,15 @@ def setup(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/setup.html", {"form": form}, status=status)
 
 
+def _ago(moment) -> str:
+    """ "just now", "3 minutes ago", or "" for never (timesince says "0 minutes" for the first)."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
 def _is_owner(user) -> bool:
     return user.is_authenticated and user.is_superuser
 
@@ -150,6 +163,10 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
+        "agent_tokens": [(t, _ago(t.last_used)) for t in agent_tokens.tokens_of(user)],
+        "token_form": forms.get("token_form") or AgentTokenForm(),
+        "new_token": forms.get("new_token"),
+        "site": request.build_absolute_uri("/").rstrip("/"),
         "members": services.household(user) if _is_owner(user) else [],
         "is_owner": _is_owner(user),
         "doctor": doctor.last() if _is_owner(user) else None,
@@ -275,6 +292,29 @@ def search_defaults(request: HttpRequest) -> HttpResponse:
     )
     messages.success(request, "Search defaults saved.")
     return redirect(f"{reverse('accounts:settings')}#defaults")
+
+
+@require_POST
+def agents(request: HttpRequest) -> HttpResponse:
+    """Make a token (shown on the page this once, never stored), or revoke one."""
+    if "revoke" in request.POST:
+        try:
+            name = agent_tokens.revoke_by_id(request.user, request.POST["revoke"][:19])
+        except agent_tokens.TokenRefused:
+            messages.info(request, "That token was already revoked.")
+        else:
+            messages.success(request, f"Revoked “{name}”: every request with it is refused from now on.")
+        return redirect(f"{reverse('accounts:settings')}#agents")
+    form = AgentTokenForm(request.POST)
+    token = None
+    if form.is_valid():
+        try:
+            token = agent_tokens.create(request.user, form.cleaned_data["name"])
+        except agent_tokens.TokenRefused as exc:
+            form.add_error("name", exc.message)
+    response = _render_settings(request, token_form=AgentTokenForm() if token else form, new_token=token)
+    response["Cache-Control"] = "no-store"  # the token is on this page alone
+    return response
 
 
 @require_POST

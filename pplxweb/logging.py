@@ -12,6 +12,7 @@ PATTERNS = [
     re.compile(r"(?i)(cf_clearance=)[^;\s\"']+"),
     re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
     re.compile(r"(?i)(pplx-)[A-Za-z0-9]{8,}"),
+    re.compile(r"(pplxweb_)[A-Za-z0-9_\-]{16,}"),  # an agent token (accounts.services.agent_tokens)
 ]
 
 

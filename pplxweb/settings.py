@@ -21,6 +21,7 @@ from pplxweb.env import (
     env_int,
     env_list,
     env_networks,
+    env_origins,
     env_url,
     field_keys,
     secret_key,
@@ -45,6 +46,8 @@ BIND = env_bind(ENV)
 TRUSTED_PROXIES = env_networks(ENV, "PPLXWEB_TRUSTED_PROXIES")
 ALLOWED_HOSTS = allowed_hosts(ENV)
 CSRF_TRUSTED_ORIGINS = env_list(ENV, "PPLXWEB_CSRF_TRUSTED_ORIGINS")
+# web pages allowed to call the agents' API from a browser (CORS); none by default (search/api)
+API_ORIGINS = env_origins(ENV, "PPLXWEB_API_ORIGINS")
 
 PERPLEXITY_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_URL", "https://www.perplexity.ai")
 PERPLEXITY_API_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_API_URL", "https://api.perplexity.ai")

@@ -32,16 +32,28 @@ CITATION = re.compile(r"\[(\d{1,3})\]")
 
 def answer_markdown(entry: Entry) -> str:
     """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
-    count = len(entry.sources)
-    text = CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
+    return with_footnotes(entry.answer, entry.sources)
+
+
+def with_footnotes(text: str, sources: list) -> str:
+    """Markdown whose citations ([3]) are footnotes ([^3]), with the sources listed under it."""
+    return "\n\n".join(part for part in (footnoted(text, len(sources)), footnotes(sources)) if part)
+
+
+def footnoted(text: str, count: int) -> str:
+    """The citations of `text` that name one of `count` sources as footnote marks."""
+    return CITATION.sub(
+        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), text
     ).strip()
-    notes = [
+
+
+def footnotes(sources: list) -> str:
+    """The footnotes' list: `[^1]: [title](url)`, one line per source."""
+    return "\n".join(
         f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
-        for n, s in enumerate(entry.sources, start=1)
+        for n, s in enumerate(sources, start=1)
         if isinstance(s, dict)
-    ]
-    return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+    )
 
 
 def entry_context(entry: Entry) -> dict:

@@ -91,6 +91,7 @@ class Entry(models.Model):
     backend_uuid = models.CharField(max_length=200, blank=True)
     context_uuid = models.CharField(max_length=200, blank=True)  # for terminate (docs/protocol.md §9.2)
     origin = models.CharField(max_length=20, blank=True)  # "perplexity": imported from the library
+    asked_by = models.CharField(max_length=60, blank=True)  # the agent token's name (search/api), else ""
     # shapes of the stream pplxweb did not know: {"blocks": {usage: n}, "steps": {...}, "fields": {...}}
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)

@@ -359,6 +359,14 @@ document.addEventListener("click", (event) => {
   }
 });
 
+// "Copy" beside a text shown on the page (a new agent token in Settings).
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy-from]");
+  if (!button) return;
+  const field = document.getElementById(button.dataset.copyFrom);
+  try { await copyText(field.value); said(button, "Copied"); } catch { said(button, "Copy failed"); }
+});
+
 // "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("[data-copy][data-url]");

@@ -25,7 +25,7 @@ from pplxweb.perplexity.errors import (
     ProtocolError,
     RunGone,
 )
-from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
+from pplxweb.perplexity.request import API_VERSION, AskRequest, agent_body, ask_body, ask_headers
 from pplxweb.perplexity.responses import (
     ERROR_BODY_LIMIT,
     check_response,
@@ -234,7 +234,7 @@ class PerplexityClient:
         return self._stream(request, lambda gap: self._open_ask(request, gap))
 
     def ask_api(self, request: AskRequest, api_key: str) -> AskStream:
-        """Ask through the public API with an API key (docs/protocol.md §13.1)."""
+        """Ask through the public API with an API key: the Agent API (docs/protocol.md §13.2-13.4)."""
         return self._stream(request, lambda gap: self._open_api(request, api_key, gap), api=True)
 
     def _stream(self, request: AskRequest, opener, api: bool = False, rejoin: str = "") -> AskStream:
@@ -288,13 +288,13 @@ class PerplexityClient:
     async def _open_api(self, request: AskRequest, api_key: str, gap: float) -> httpx.Response:
         http_request = self._http.build_request(
             "POST",
-            f"{self.api_url}/chat/completions",
+            f"{self.api_url}/v1/agent",
             headers={
                 "Authorization": f"Bearer {api_key}",
                 "Accept": "text/event-stream",
                 "Content-Type": "application/json",
             },
-            content=json.dumps(api_body(request)).encode(),
+            content=json.dumps(agent_body(request)).encode(),
             timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
         try:

@@ -187,29 +187,39 @@ def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dic
     return headers
 
 
-def api_body(request: AskRequest, model: str = "sonar-pro") -> dict:
-    """Body of the public API's streaming chat completion (docs/protocol.md §13.1)."""
+# The Agent API's preset per mode (docs/protocol.md §13.2): quick is its `fast`; Pro search
+# `low`, what Sonar Pro became (hex/llm-perplexity pull 27, vercel/ai issue 18988); deep research
+# `high`, what Sonar Deep Research became.
+PRESETS = {"auto": "fast", "pro": "low", "research": "high"}
+
+
+def agent_body(request: AskRequest) -> dict:
+    """Body of the Agent API's streamed response (POST /v1/agent, docs/protocol.md §13.2). Web search is
+    a tool the model may skip: it is forced, so answers stay grounded; no sources ticked (the
+    "writing" focus) offers no search at all."""
     options = request.options
     body: dict = {
-        "model": "sonar-deep-research" if options.research else model,
-        "messages": [{"role": "user", "content": request.query}],
+        "preset": PRESETS["research" if options.research else options.mode],
+        "input": request.query,
         "stream": True,
-        "return_related_questions": True,
     }
-    if options.after:
-        body["search_after_date_filter"] = _us_date(options.after)
-    if options.before:
-        body["search_before_date_filter"] = _us_date(options.before)
-    if options.recency and not (options.after or options.before):
-        body["search_recency_filter"] = options.recency
-    domains = [*options.include_domains, *(f"-{d}" for d in options.exclude_domains)]
-    if domains:
-        body["search_domain_filter"] = domains
-    if "scholar" in options.sources:
-        body["search_mode"] = "academic"
     primary = options.language.split("-")[0].lower()
     if primary:
-        body["search_language_filter"] = [primary]
+        body["language_preference"] = primary
     if not options.sources:
-        body["disable_search"] = True
+        return body
+    filters: dict = {}
+    if options.after:
+        filters["search_after_date_filter"] = _us_date(options.after)
+    if options.before:
+        filters["search_before_date_filter"] = _us_date(options.before)
+    if options.recency and not (options.after or options.before):
+        filters["search_recency_filter"] = options.recency
+    domains = [*options.include_domains, *(f"-{d}" for d in options.exclude_domains)]
+    if domains:
+        filters["search_domain_filter"] = domains
+    if primary:
+        filters["search_language_filter"] = [primary]
+    body["tools"] = [{"type": "web_search", "filters": filters} if filters else {"type": "web_search"}]
+    body["tool_choice"] = "required"
     return body

@@ -295,6 +295,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
         backend_uuid=str(item.get("backend_uuid") or "")[:200],
         origin="perplexity" if item.get("origin") == "perplexity" else "",
+        asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
     )
 
 

@@ -75,6 +75,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
+        self.thread_id = None  # the conversation the page shows (an agent's answer there joins it)
         if (thread_id := _id(query.get("thread"))) is not None:
             await self.watch_thread(thread_id)
 
@@ -157,6 +158,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if entries is None:
             await self.error("That conversation was not found.")
             return
+        self.thread_id = _id(thread_id)
         for entry in entries:
             if not entry.running:  # it ended between the page's render and this socket
                 await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
@@ -267,6 +269,21 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if ended or not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
             await self.close_signed_out()
 
+    async def person_asked(self, event: dict) -> None:
+        """One of the person's agents asked in the conversation this page shows (search/api): the
+        answer joins the page and streams in like one asked here."""
+        entry_id = _id(event.get("entry"))
+        if entry_id is None or entry_id in self.watching or event.get("thread") != self.thread_id:
+            return
+        entry = await self._own_entry(entry_id)
+        if entry is None:
+            return
+        await self.follow(entry.pk)
+        await self.send(text_data=await database_sync_to_async(_appended_entry)(entry))
+        await self.channel_layer.group_send(
+            runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
+        )
+
     async def close_signed_out(self) -> None:
         await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
         await self.close(code=sockets.SIGNED_OUT)
@@ -275,6 +292,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 def _closed_fragment(message: str, url_name: str, link: str) -> str:
     context = {"message": message, "url_name": url_name, "link": link}
     return render_to_string("search/closed_fragment.html", context)
+
+
+def _appended_entry(entry: Entry) -> str:
+    return render_to_string("search/appended_entry_fragment.html", {"entry_html": entry_html(entry)})
 
 
 def _replace_entry(entry: Entry) -> str:

@@ -87,6 +87,7 @@ class Run(RunState):
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    _updated: asyncio.Event | None = None  # set by the next update (updated())
 
     @property
     def asked(self) -> str:
@@ -157,6 +158,16 @@ class Run(RunState):
                 for channel in syncs:
                     await sockets.publish(self.layer.send, channel, fragment(state))
             await self.send("".join(fragments.changed_parts(self, final=final)))
+        if self._updated is not None:  # in-process followers (updated())
+            self._updated, event = None, self._updated
+            event.set()
+
+    async def updated(self) -> None:
+        """Wait for the next update, or the end: for search/api, which follows answers in-process."""
+        if not (self.ended or self.main.done()):
+            self._updated = self._updated or asyncio.Event()
+            waiter = asyncio.ensure_future(self._updated.wait())
+            await asyncio.wait([waiter, self.main], return_when="FIRST_COMPLETED")
 
     def cancel(self, stop: bool) -> None:
         """End the run and keep what arrived: as stopped (stop) or as interrupted (the server is

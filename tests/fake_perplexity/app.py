@@ -6,7 +6,7 @@ hand for development:
     .venv/bin/python -m daphne -b 127.0.0.1 -p 8765 tests.fake_perplexity.app:application
 
 It serves both hosts pplxweb talks to: the web app (sign-in, session, models, the ask stream)
-and the public API's `/chat/completions` (point `PPLXWEB_PERPLEXITY_API_URL` at it too);
+and the public API's Agent API, `/v1/agent` (point `PPLXWEB_PERPLEXITY_API_URL` at it too);
 what it streams is built in streams.py.
 The session token it accepts is TOKEN, the API key API_KEY, the e-mailed code CODE and the
 authenticator code TOTP_CODE. Tests steer it with `POST /_control` (JSON) and read what pplxweb
@@ -59,7 +59,7 @@ from tests.fake_perplexity import gone, library, streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
-    api_chunks,
+    agent_events,
     end_frame,
     events,
     fixture_events,
@@ -512,25 +512,43 @@ async def clarifying_answers(send, request: Request) -> None:
     await respond(send, 200, {"status": "ok"})
 
 
-async def chat_completions(send, request: Request) -> None:
-    """The public API path: `Authorization: Bearer <key>`, OpenAI-style chunks, `[DONE]`."""
+AGENT_PRESETS = ("fast", "low", "medium", "high", "xhigh", "wide-research")
+
+
+async def agent(send, request: Request) -> None:
+    """The public API path, the Agent API (`POST /v1/agent`, alias `/v1/responses`; docs/protocol.md):
+    `Authorization: Bearer <key>`, a preset or a provider/model, Responses-shaped events. Search
+    happens when `web_search` is offered (the fake searches whenever it is: a real model may skip
+    it unless `tool_choice` is "required")."""
     plan = dict(state.get("ask") or {})
     fault = plan.get("fault", "")
     if request.headers.get("authorization") != f"Bearer {API_KEY}":
-        error = {"message": "Invalid API key", "type": "authentication_error", "code": 401}
+        error = {"message": "Invalid API key.", "type": "forbidden", "code": 401}
         await respond(send, 401, {"error": error})
         return
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=True)
         return
     body = request.json()
-    if body.get("model") not in ("sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-research"):
-        message = f"Invalid model '{body.get('model')}'. Permitted models: sonar, sonar-pro, ..."
-        await respond(send, 400, {"error": {"message": message, "type": "invalid_model", "code": 400}})
+    preset, model = body.get("preset"), body.get("model")
+    refusal = (
+        "input is required" if not body.get("input")
+        else f"Unknown preset {preset!r}." if preset is not None and preset not in AGENT_PRESETS
+        else "Either preset or model is required." if not (preset or model)
+        else "Unknown tool type." if any(not isinstance(t, dict) or t.get("type") not in ("web_search", "fetch_url", "function") for t in body.get("tools") or [])
+        else ""
+    )  # fmt: skip
+    if refusal:
+        await respond(send, 400, {"error": {"message": refusal, "type": "invalid_request", "code": 400}})
         return
-    chunks = api_chunks(plan.get("answer") or DEFAULT_ANSWER, body["model"], complete=fault not in OPEN_ENDED)
-    frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
-    await replay(send, frames, b"data: [DONE]\n\n", plan, request.record)
+    searched = any(t.get("type") == "web_search" for t in body.get("tools") or [])
+    question = body["input"] if isinstance(body["input"], str) else json.dumps(body["input"])
+    events = agent_events(
+        plan.get("answer") or DEFAULT_ANSWER, question, model or "perplexity/sonar",
+        complete=fault not in OPEN_ENDED, searched=searched,
+    )  # fmt: skip
+    frames = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+    await replay(send, frames, b"", plan, request.record)
 
 
 IMAGE_HOST = "https://user-gen-media-assets.s3.amazonaws.com/"
@@ -605,6 +623,7 @@ ROUTES = {
     ("POST", "/rest/sse/handle_perplexity_research_clarifying_answers"): clarifying_answers,
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
     ("POST", "/rest/sse/perplexity_terminate"): terminate,
-    ("POST", "/chat/completions"): chat_completions,
+    ("POST", "/v1/agent"): agent,
+    ("POST", "/v1/responses"): agent,
 }
 ROUTES.update(uploads.routes(state, respond=respond, refuse=refuse, signed_in=signed_in))
