@@ -28,7 +28,9 @@ HEADER_BYTES = 64 * 1024  # granian's read buffer: a header block over this is r
 ACCESS_LOG = '[%(time)s] %(addr)s "%(method)s %(path)s %(protocol)s" %(status)d %(dt_ms).1fms'
 
 
-def command(host: str, port: int, header_timeout_ms: int = HEADER_TIMEOUT_MS) -> list[str]:
+def command(
+    host: str, port: int, header_timeout_ms: int = HEADER_TIMEOUT_MS, app: str = "pplxweb.asgi:application"
+) -> list[str]:
     """The server's command line: granian's own options, one worker process (a household's
     server: its runs live in that process), HTTP/1.1 only (TLS and HTTP/2 are a reverse proxy's).
     A connection is closed when its request line and headers have not all come within
@@ -44,7 +46,7 @@ def command(host: str, port: int, header_timeout_ms: int = HEADER_TIMEOUT_MS) ->
         "--log-level", "info",
         "--access-log", "--access-log-fmt", ACCESS_LOG,
         "--workers-kill-timeout", "30",
-        "pplxweb.asgi:application",
+        app,
     ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
 from search.display import entry_html, mark, new_entry_fragment
-from search.live import liveness, runner, starts
+from search.live import control, liveness, runner, starts
 from search.models import Entry, entry_for, thread_for
 from search.saving import clean
 
@@ -138,7 +138,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.error("That answer was not found.")
             return
         if entry.running:
-            await runner.stop(entry.pk)
+            await control.stop(entry.pk)
 
     async def clarify(self, data: dict, skip: bool) -> None:
         """A research run's clarifying questions answered (for question i, `answer-i`: the chosen
@@ -151,7 +151,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if not any(answers) and not skip:
             await self.error("Choose an option or type an answer (or skip the questions).")
             return
-        await runner.clarify(entry.pk, [] if skip else [clean(a, 2000) for a in answers])
+        await control.clarify(entry.pk, [] if skip else [clean(a, 2000) for a in answers])
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)
@@ -166,7 +166,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.follow(entry.pk)
             # what the database has now, then the run (wherever it is) sends its full state
             await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
-            await runner.sync(entry.pk, self.channel_name)
+            await control.sync(entry.pk, self.channel_name)
 
     async def recheck(self, entry_ids) -> None:
         """A reopened page names the answers it shows running: those that ended meanwhile, however
@@ -190,7 +190,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         running = await database_sync_to_async(self._running)(ids)
         for entry_id in sorted(running):
             await self.follow(entry_id)
-            await runner.sync(entry_id, self.channel_name)
+            await control.sync(entry_id, self.channel_name)
         await self.recheck(sorted(ids - running))
 
     def _running(self, ids: set[int]) -> set[int]:
@@ -280,9 +280,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             return
         await self.follow(entry.pk)
         await self.send(text_data=await database_sync_to_async(_appended_entry)(entry))
-        await self.channel_layer.group_send(
-            runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
-        )
+        await control.sync(entry.pk, self.channel_name)
 
     async def close_signed_out(self) -> None:
         await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
@@ -295,7 +293,10 @@ def _closed_fragment(message: str, url_name: str, link: str) -> str:
 
 
 def _appended_entry(entry: Entry) -> str:
-    return render_to_string("search/appended_entry_fragment.html", {"entry_html": entry_html(entry)})
+    """A turn the page did not ask (an agent's), appended as the database has it."""
+    return mark(entry.pk, 0, "saved") + render_to_string(
+        "search/appended_entry_fragment.html", {"entry_html": entry_html(entry)}
+    )
 
 
 def _replace_entry(entry: Entry) -> str:

@@ -404,43 +404,10 @@ def rejoin_lost(entry: Entry, request: AskRequest) -> Run:
     return launch(entry, entry.user, request, rejoin=True)
 
 
-async def clarify(entry_id: int, answers: list[str]) -> None:
-    """Answer (or, with no answers, skip) a running answer's clarifying questions, wherever it runs."""
-    run = RUNS.get(entry_id)
-    if run is not None:
-        questions.answer(run, answers)
-    else:
-        await _to_run(entry_id, {"type": "run.clarify", "answers": answers})
-
-
 def _ended(task: asyncio.Task) -> None:
     """A run whose end itself failed (its row is swept by search.live.liveness): said in the log."""
     if not task.cancelled() and task.exception() is not None:
         log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
-
-
-async def sync(entry_id: int, reply_to: str) -> None:
-    """Ask a running answer, wherever it runs, for its whole state, sent to channel `reply_to`."""
-    run = RUNS.get(entry_id)
-    if run is not None:
-        run.sync(reply_to)
-    else:
-        await _to_run(entry_id, {"type": "run.sync", "reply_to": reply_to})
-
-
-async def stop(entry_id: int) -> None:
-    """Stop a running answer wherever it runs: here directly, else through its control group."""
-    run = RUNS.get(entry_id)
-    if run is not None:
-        run.cancel(stop=True)
-    else:
-        await _to_run(entry_id, {"type": "run.stop"})
-
-
-async def _to_run(entry_id: int, message: dict) -> None:
-    """A message to a run of another process, through its control group (Redis away: the page
-    is told of the outage and asks again)."""
-    await sockets.publish(get_channel_layer().group_send, control_group(entry_id), message)
 
 
 async def shutdown() -> None:

@@ -20,7 +20,7 @@ from search.attachments import views as attachment_views
 from search.display import entry_context
 from search.forms import SearchForm
 from search.library import carry
-from search.live import asking, liveness, runner
+from search.live import asking, control, liveness, runner
 from search.models import Entry, LibraryThread, Thread, entry_for, thread_for
 
 RECENT = 8  # conversations listed under the box on the search page
@@ -236,7 +236,7 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     except Http404:
         raise
     if entry.running:
-        await runner.stop(entry.pk)
+        await control.stop(entry.pk)
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
