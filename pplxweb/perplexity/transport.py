@@ -3,6 +3,8 @@
 Cloudflare in front of Perplexity checks the TLS fingerprint (protocol.md 6.2), so by default
 requests go through curl_cffi impersonating a browser, behind httpx's transport interface so the
 client code (and respx in tests) stays plain httpx. `impersonate="off"` uses httpx's own.
+A body is read through curl_cffi's public streaming API (`Response.aiter_content()`); ending a
+transfer nobody reads any more is the one use of its internals (`_abort`).
 """
 
 from __future__ import annotations

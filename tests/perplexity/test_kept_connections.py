@@ -176,16 +176,22 @@ async def test_a_reply_beside_an_answer_comes_while_the_answer_streams(fake):
 
 
 @asynccontextmanager
-async def raw_server(*replies: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]):
+async def raw_server(
+    *replies: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    heads: list[bytes] | None = None,
+):
     """A server that answers the first request of its n-th connection with replies[n] (the last
-    one for any after), bytes as written, then closes that connection."""
+    one for any after), bytes as written, then closes that connection; `heads` gets each
+    request's head."""
     connections = 0
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         reply = replies[min(connections, len(replies) - 1)]
         connections += 1
-        await reader.readuntil(b"\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        if heads is not None:
+            heads.append(head)
         await reply(reader, writer)
         writer.close()
 
@@ -244,6 +250,27 @@ async def test_a_header_that_is_not_ascii_is_passed_on():
     ):
         assert response.headers.raw[-1] == (b"X-Name", "é".encode())
         assert await response.aread() == b"data: 1\n\n"
+
+
+async def test_no_cookie_crosses_requests_on_a_kept_session():
+    """Each request carries its own Cookie header (the client keeps the cookies): neither one
+    request's header nor a cookie set in a reply goes with the next request on the session."""
+
+    async def plant(reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nSet-Cookie: planted=1; Path=/\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+
+    heads: list[bytes] = []
+    async with raw_server(plant, heads=heads) as url:
+        for cookie in ("mine=1", ""):
+            curl = transport.CurlTransport("chrome", keep="k")  # a client of the same account
+            request = httpx.Request("GET", url, headers={"Cookie": cookie} if cookie else {})
+            response = await curl.handle_async_request(request)
+            assert await response.aread() == b"ok"
+            await response.aclose()
+            await curl.aclose()
+    assert b"mine=1" in heads[0]
+    assert b"cookie" not in heads[1].lower(), heads[1]
 
 
 async def test_a_body_left_before_its_end_is_let_go_and_the_session_goes_on():
