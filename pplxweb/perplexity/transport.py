@@ -241,10 +241,10 @@ def _abort_sent(session: Any, sending: asyncio.Future) -> None:
         _abort(sending.result(), session)
 
 
-# curl_cffi has no public way to stop one transfer of a session that other transfers share: its
+# curl_cffi has no public way to end one transfer of a session that others share: its
 # `Response.aclose()` waits for the body's end (lexiforest/curl_cffi issue 845 asks for one).
-# `_abort` is the one place that reaches inside, for these; tests/perplexity/test_transport.py
-# fails naming any that a curl_cffi upgrade removed.
+# `_abort` is the one place that reaches inside, for these; a curl_cffi without one of them fails
+# tests/perplexity/test_kept_connections.py, naming it.
 ABORT_USES = ("Response.curl", "Response.astream_task", "AsyncSession.acurl", "AsyncCurl.remove_handle")
 
 
@@ -263,7 +263,7 @@ def abort_missing(response: Any, session: Any) -> list[str]:
 def _abort(response: Any, session: Any) -> asyncio.Future | None:
     """Stop curl reading a response's body: detach its handle from the session's curl loop, which
     ends the transfer (HTTP/2: that stream only; HTTP/1.1: its connection). Returns the transfer's
-    task, which ends soon after, while it runs. Without those internals, curl_cffi's public
+    task (it ends soon after) if it was still running. Without those internals, curl_cffi's public
     `aclose()` in the background: the rest is read for nobody, but nobody waits for it."""
     if missing := abort_missing(response, session):
         _warn_missing(", ".join(missing))
