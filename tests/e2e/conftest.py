@@ -128,7 +128,7 @@ def server_env(fake_perplexity: str, **extra: str) -> dict:
     """The environment of a pplxweb server on the test database and data dir, against the fake."""
     from django.conf import settings
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
            "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity,
            "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
            "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2", "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "6",

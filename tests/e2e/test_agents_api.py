@@ -49,6 +49,7 @@ async def settled(question: str, timeout: float = 20) -> Entry:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_openai_sdk_asks_streams_and_continues(pplxweb_server, fake_perplexity):
     owner = await linked_owner()
     token = await token_for(owner, "laptop scripts")
@@ -220,6 +221,7 @@ def mcp_client(base: str, token: str, mode: str = "auto") -> Client:
     return Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # the newer discovery, the initialize handshake
 async def test_mcp_sdk_client_asks_researches_and_reads_history(pplxweb_server, fake_perplexity, mode):
     owner = await linked_owner()

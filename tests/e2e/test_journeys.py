@@ -66,6 +66,7 @@ async def sign_out_and_in(page, base: str, username: str) -> None:
 PHONE = {"width": 390, "height": 844}
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 @pytest.mark.parametrize("page", [None, PHONE], indirect=True, ids=["desktop", "phone"])
 async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server

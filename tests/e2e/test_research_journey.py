@@ -19,6 +19,7 @@ from tests.fake_perplexity import streams_2026 as s26
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base, "researcher")
