@@ -47,16 +47,17 @@ MB = 1024 * 1024
 APP = "pplxweb.asgi:application"
 
 
-def command(server: str, port: int) -> list[str]:
+def command(server: str, port: int, app: str = APP) -> list[str]:
+    """The server's command line serving `app` on loopback with its own options."""
     if server == "granian":
         from pplxweb import server as pplxweb_server
 
-        return pplxweb_server.command("127.0.0.1", port)
+        return pplxweb_server.command("127.0.0.1", port, app=app)
     if server == "uvicorn":
         return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--lifespan", "on",
                 "--timeout-keep-alive", "30", "--h11-max-incomplete-event-size", "65536",
-                "--ws-max-size", str(16 * MB), APP]  # fmt: skip
-    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--http-timeout", "30", APP]
+                "--ws-max-size", str(16 * MB), app]  # fmt: skip
+    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--http-timeout", "30", app]
 
 
 def tree(pid: int) -> list[int]:
