@@ -69,6 +69,7 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
+from tests.benchmarks.servers import SERVERS, command  # noqa: E402
 from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -236,7 +237,6 @@ def serve_pplxweb(env: dict, log: Path, server: str = "granian") -> tuple[subpro
     env = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
     if server == "granian":
         return started([sys.executable, "manage.py", "serve"], env, log, port), port
-    from tests.benchmarks.front_door import command
 
     return started(command(server, port), env, log, port), port
 
@@ -247,8 +247,6 @@ def floor_memory(fake: str, notes: list[str], pinned: bool, server_name: str = "
     Perplexity through curl_cffi."""
     import urllib.parse
     import urllib.request
-
-    from tests.benchmarks.front_door import command
 
     port = free_port()
     env = {**os.environ, "FLOOR_DATA_DIR": str(DATA / "floor")}
@@ -398,7 +396,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument(
         "--server",
-        choices=["granian", "uvicorn", "daphne"],
+        choices=SERVERS,
         default="granian",
         help="the ASGI server (granian: as manage.py serve starts it; the others, to compare)",
     )
