@@ -5,6 +5,7 @@ protocol's events so one merge serves both."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -200,6 +201,7 @@ class AskStream:
                     yield self.snapshot
                 if parser.ended:
                     self.ended = True
+                    await _rest_of(chunks)
                     return
                 if self.snapshot.completed:
                     deadline_gap = self._timeouts.drain
@@ -274,3 +276,16 @@ def _results_block(results: Any) -> list[dict]:
 
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
+
+
+async def _rest_of(chunks: Any, bound: float = 0.2, most: int = 64 * 1024) -> None:
+    """What follows end_of_stream (a chunked body's last bytes), read for a moment so the
+    connection ends its response cleanly and is kept for the next search (HTTP/1.1 closes a
+    connection whose response is let go before its end)."""
+    read = 0
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(bound):
+            async for chunk in chunks:
+                read += len(chunk)
+                if read > most:
+                    return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from datetime import timedelta
 
 from channels.consumer import get_handler_name
@@ -28,6 +29,12 @@ from search.saving import clean
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
+MAX_LIVE = 1024 * 1024  # the largest update sent as it is; a larger one says to reload instead
+MARK = re.compile(r"<!--pplxweb:seq (\d+) (\d+)(?: \w+)?-->")
+TOO_LONG_TEXT = (
+    "This answer is longer than a live update carries (1 MB); it is saved as it arrives: "
+    "reload the page to read it."
+)
 JUST_ENDED = timedelta(seconds=30)
 MAX_RECHECK = 50  # answers a reopened page may ask about at once
 SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
@@ -232,6 +239,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         # The browser may close the socket while a fragment is on its way (a tab closed mid-answer):
         # once its closing handshake has begun, a send may raise (ASGI: an OSError). There is
         # nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
+        if text_data is not None and len(text_data) > MAX_LIVE:
+            text_data = _too_long(text_data)
         try:
             await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
         except OSError:  # what ASGI servers raise for a socket that is closing or closed
@@ -290,6 +299,17 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 def _closed_fragment(message: str, url_name: str, link: str) -> str:
     context = {"message": message, "url_name": url_name, "link": link}
     return render_to_string("search/closed_fragment.html", context)
+
+
+def _too_long(html: str) -> str:
+    """An update too large for a page to take live (a hostile or huge answer): its entry's
+    answer says to reload instead, numbered as the update was (the next ones apply to it)."""
+    found = MARK.match(html)
+    if found is None:
+        return render_to_string("search/error_fragment.html", {"message": TOO_LONG_TEXT})
+    entry_id, seq = int(found[1]), int(found[2])
+    context = {"entry_id": entry_id, "message": TOO_LONG_TEXT}
+    return mark(entry_id, seq, "full") + render_to_string("search/too_long_fragment.html", context)
 
 
 def _appended_entry(entry: Entry) -> str:

@@ -69,6 +69,7 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
+from tests.benchmarks.servers import SERVERS, command  # noqa: E402
 from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -228,27 +229,29 @@ def serve_fake(env: dict, log: Path, port: int) -> subprocess.Popen:
     return proc
 
 
-def serve_pplxweb(env: dict, log: Path) -> tuple[subprocess.Popen, int]:
+def serve_pplxweb(env: dict, log: Path, server: str = "granian") -> tuple[subprocess.Popen, int]:
     """pplxweb as people start it: `manage.py serve`, which prepares, then becomes the server
-    (pplxweb/server.py, the same process)."""
+    (pplxweb/server.py, the same process); or, to compare, under another ASGI server with its
+    own options (tests/benchmarks/front_door.py `command`)."""
     port = free_port()
     env = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
-    return started([sys.executable, "manage.py", "serve"], env, log, port), port
+    if server == "granian":
+        return started([sys.executable, "manage.py", "serve"], env, log, port), port
+
+    return started(command(server, port), env, log, port), port
 
 
-def floor_memory(fake: str, notes: list[str], pinned: bool) -> float:
+def floor_memory(fake: str, notes: list[str], pinned: bool, server_name: str = "granian") -> float:
     """The idle memory of the floor: the same server command line serving the same libraries
     with no pplxweb code (tests/benchmarks/floor.py), after a page and a request to the fake
     Perplexity through curl_cffi."""
     import urllib.parse
     import urllib.request
 
-    from pplxweb import server
-
     port = free_port()
     env = {**os.environ, "FLOOR_DATA_DIR": str(DATA / "floor")}
     (DATA / "floor").mkdir(exist_ok=True)
-    proc = started(server.command("127.0.0.1", port, app="tests.benchmarks.floor:application"), env,
+    proc = started(command(server_name, port, app="tests.benchmarks.floor:application"), env,
                    DATA / "floor.log", port)  # fmt: skip
     try:
         if pinned:
@@ -391,6 +394,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--one-core", action="store_true", help=f"pin the server to CPU {SERVER_CPU}")
     parser.add_argument("--fake-port", type=int, metavar="P", help="serve the fake Perplexity on this port")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--server",
+        choices=SERVERS,
+        default="granian",
+        help="the ASGI server (granian: as manage.py serve starts it; the others, to compare)",
+    )
     args = parser.parse_args(argv)
     if args.crowd < 1:
         parser.error("--crowd takes a number of people, at least 1")
@@ -408,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     fake_proc = serve_fake({**os.environ}, DATA / "fake.log", port)
     fake = f"https://127.0.0.1:{port}"
     env = {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake, "PPLXWEB_IMPERSONATE": impersonate}
-    server_proc, server_port = serve_pplxweb(env, DATA / "server.log")
+    server_proc, server_port = serve_pplxweb(env, DATA / "server.log", args.server)
     server = f"http://127.0.0.1:{server_port}"
     pinned = pin(server_proc.pid, notes) if args.one_core else False
     try:
@@ -417,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(through_pplxweb(server, cookies[0], "cold"))
         time.sleep(1.5)  # the idle collection after the last answer (pplxweb/collector.py)
         idle = memory_mb(server_proc.pid, "VmRSS")
-        idle_floor = floor_memory(fake, notes, pinned)
+        idle_floor = floor_memory(fake, notes, pinned, args.server)
         pairs, cpus, bare_cpus = [], [], []
         for round_ in range(ROUNDS):
             bare_before = time.process_time()  # this process runs the bare client alone here
@@ -440,6 +449,7 @@ def main(argv: list[str] | None = None) -> None:
 
         saved = Entry.objects.filter(question__startswith="crowd", status="completed").count()
         result = {
+            "server": args.server,
             "transport": "httpx (plain)" if impersonate == "off" else f"curl_cffi ({impersonate})",
             "server pinned to one CPU": pinned,
             "crowd": args.crowd,

@@ -41,22 +41,10 @@ os.environ.update({"PPLXWEB_DATA_DIR": str(DATA), "DJANGO_SETTINGS_MODULE": "ppl
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
+from tests.benchmarks.servers import SERVERS, command  # noqa: E402
 from tests.e2e.conftest import ROOT, free_port, stop, wait_for  # noqa: E402
 
 MB = 1024 * 1024
-APP = "pplxweb.asgi:application"
-
-
-def command(server: str, port: int) -> list[str]:
-    if server == "granian":
-        from pplxweb import server as pplxweb_server
-
-        return pplxweb_server.command("127.0.0.1", port)
-    if server == "uvicorn":
-        return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--lifespan", "on",
-                "--timeout-keep-alive", "30", "--h11-max-incomplete-event-size", "65536",
-                "--ws-max-size", str(16 * MB), APP]  # fmt: skip
-    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--http-timeout", "30", APP]
 
 
 def tree(pid: int) -> list[int]:
@@ -302,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m tests.benchmarks.front_door", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--server", choices=["granian", "uvicorn", "daphne"], default="granian")
+    parser.add_argument("--server", choices=SERVERS, default="granian")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, cwd=ROOT)

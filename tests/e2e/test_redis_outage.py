@@ -28,7 +28,7 @@ LOST_TEXT = "lost its connection to Redis"
 def redis_pplxweb(redis_server, fake_perplexity, tmp_path):  # noqa: F811
     """pplxweb under daphne on the test database, with the test's own Redis."""
 
-    env = server_env(fake_perplexity, REDIS_URL=redis_server.url)
+    env = server_env(fake_perplexity, REDIS_URL=redis_server.url, PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT="60")
     log = tmp_path / "server.log"
     proc, port = start_pplxweb(env, log)
     yield f"http://127.0.0.1:{port}", redis_server, log

@@ -45,7 +45,7 @@ async def test_a_second_process_follows_a_run_of_the_first(pplxweb_server, fake_
     owner = await linked_owner()
     cookie = await session_cookie(owner)
     control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(60)], "pace": 0.03})
-    env = server_env(fake_perplexity)
+    env = server_env(fake_perplexity, PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT="60")
     second, port = start_pplxweb(env, tmp_path / "second.log")
     try:
         first_url = pplxweb_server.replace("http://", "ws://") + "/ws/search/"

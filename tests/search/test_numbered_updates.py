@@ -118,3 +118,27 @@ async def test_catch_up_is_for_the_persons_own_answers_only(owner, member, alink
     await receive_until(comm, "status-completed", timeout=10)
     await comm.disconnect()
     await asyncio.sleep(0)
+
+
+async def test_an_update_too_large_for_a_page_says_to_reload_and_the_socket_stays(owner, alinked, upstream):
+    """A 2 MB answer, whole in one event: its update would be over the 1 MB a page takes live, so
+    the page is told to reload instead, numbered as the update was; the socket goes on and the
+    answer is saved whole."""
+    from search.live.consumers import TOO_LONG_TEXT
+
+    huge = "word " * 400_000
+    serve(upstream, Paced(answer_stream(["start\n\n", huge, "\n\nend"]), pause=0.01))
+    comm = await connect(owner)
+    await comm.send_to(text_data=json.dumps({"q": "a huge answer"}))
+    messages = await receive_until(comm, "status-completed", timeout=30)
+    assert all(len(m) <= 1024 * 1024 for m in messages)
+    told = [m for m in messages if TOO_LONG_TEXT in m]
+    assert told and MARK.match(told[0]).group(3) == "full"
+    page = Page()
+    for message in messages:
+        page.take(message)
+    assert page.gaps == 0
+    await comm.send_to(text_data=json.dumps({"action": "watch", "thread": 10**12}))
+    assert "That conversation was not found." in await comm.receive_from(timeout=5)  # still open
+    await comm.disconnect()
+    assert (await Entry.objects.aget()).answer.count("word") == 400_000

@@ -70,10 +70,9 @@ async def test_a_terminate_that_fails_or_hangs_is_logged_and_the_stop_stands(
         route.respond(500, json={"error": "boom"})
     else:
         route.mock(side_effect=httpx.ConnectError("refused"))
-    started = time.monotonic()
-    entry = await stop_a_run(owner)
-    await settled()
-    assert time.monotonic() - started < 5
+    async with asyncio.timeout(15):  # not the 30 s Perplexity would take to answer the stop
+        entry = await stop_a_run(owner)
+        await settled()
     assert (entry.status, entry.error) == ("stopped", "Stopped. What had arrived is kept.")
     warning = {
         "hang": "Perplexity did not answer the stop within 0 s",
