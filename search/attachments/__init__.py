@@ -27,7 +27,6 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from accounts import ratelimit
-from search.attachments import pdf_script
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
 from search.render import scrub
@@ -128,7 +127,8 @@ def _extension(name: str) -> str:
 
 def judge(path: Path, name: str) -> str:
     """The kind of the file at `path` from its bytes (and, for text, its name); Refused if none
-    fits, if the name claims another kind, or if a PDF carries script."""
+    fits, or if the name claims another kind. A PDF with script is kept as it is: no kept file is
+    ever opened as a document from pplxweb's origin (search.served)."""
     with path.open("rb") as handle:
         head = handle.read(16)
     kind = _binary_kind(head, path)
@@ -149,8 +149,6 @@ def judge(path: Path, name: str) -> str:
         raise Refused(
             f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
         )
-    if kind == "pdf" and (problem := pdf_script.problem(path)):
-        raise Refused(f"“{name}” {problem}")
     return kind
 
 

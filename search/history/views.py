@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import attachments, images
+from search import attachments, images, served
 from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
@@ -180,13 +180,11 @@ def export_thread(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     name = slugify(thread.title)[:60] or f"thread-{thread.pk}"
     if kind == "md":
         response = HttpResponse(export.thread_markdown(thread), content_type="text/markdown; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
-        return response
+        return served.download(response, f"{name}.md")
     response = JsonResponse(
         export.thread_json(thread), json_dumps_params={"ensure_ascii": False, "indent": 1}
     )
-    response["Content-Disposition"] = f'attachment; filename="{name}.json"'
-    return response
+    return served.download(response, f"{name}.json")
 
 
 @require_GET
@@ -195,8 +193,7 @@ def export_all(request: HttpRequest) -> HttpResponse:
     response = StreamingHttpResponse(
         _off_the_loop(export.history_zip(request.user)), content_type="application/zip"
     )
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-history-{date.today():%Y-%m-%d}.zip"'
-    return response
+    return served.download(response, f"pplxweb-history-{date.today():%Y-%m-%d}.zip")
 
 
 async def _off_the_loop(parts: Iterator[bytes]) -> AsyncIterator[bytes]:
@@ -245,7 +242,8 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
         text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
     else:
         text = answer_markdown(entry)
-    return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+    response = HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+    return served.download(response, f"pplxweb-answer-{entry.pk}.md")
 
 
 @require_GET
@@ -255,8 +253,7 @@ def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
     if not entry.report:
         raise Http404("This answer has no report.")
     response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
-    return response
+    return served.download(response, f"pplxweb-report-{entry.pk}.md")
 
 
 @require_GET
@@ -273,7 +270,6 @@ def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
         )
     if path is None:
         raise Http404("No such image.")
-    response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])
-    response["Content-Disposition"] = f'inline; filename="pplxweb-{entry.pk}-{n}{path.suffix}"'
-    response["Cache-Control"] = "private, max-age=31536000, immutable"  # a kept image never changes
-    return response
+    # shown in the page when its bytes are an image (search.served); a kept image never changes
+    name, cache = f"pplxweb-{entry.pk}-{n}{path.suffix}", "private, max-age=31536000, immutable"
+    return served.stored_file(path, name, inline=True, cache=cache)
