@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
+from pplxweb.signed_in import FollowsSignIn
 from search.display import entry_html, new_entry_fragment
 from search.live import liveness, runner, starts
 from search.models import Entry, entry_for, thread_for
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
 JUST_ENDED = timedelta(seconds=30)
 MAX_RECHECK = 50  # answers a reopened page may ask about at once
-SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
-UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
 try:  # daphne's websocket library: a send after the browser began closing raises this
     from autobahn.exception import Disconnected as SocketClosing
 except ImportError:  # another ASGI server
@@ -65,18 +64,16 @@ def _as_querydict(data: dict) -> QueryDict:
     return query
 
 
-class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
+class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.user = user
-        self.session_key = self.scope["session"].session_key
         self.watching: set[int] = set()
         liveness.sockets += 1
         liveness.keep_watch(runner.RUNS, runner.rejoin_lost)
-        await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
+        await self.follow_sign_in(user)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         if (thread_id := _id(query.get("thread"))) is not None:
@@ -85,7 +82,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
             liveness.sockets -= 1
-            await self.channel_layer.group_discard(sockets.group(self.user.pk), self.channel_name)
+            await self.unfollow_sign_in()
         for entry_id in getattr(self, "watching", ()):
             await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
@@ -101,8 +98,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
         # the session is checked again for every message (a sign-out elsewhere may have missed us)
-        if not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
+        if await self.signed_out_now():
             return
         action = data.get("action")
         if action == "stop":
@@ -240,27 +236,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])
 
-    async def person_changed(self, event: dict) -> None:
-        """The person's sign-in changed somewhere (pplxweb.sockets)."""
-        if event.get("what") == "unlinked":
-            await self.send(text_data=_closed_fragment(UNLINKED_TEXT, "accounts:settings", "Settings"))
-            await self.close(code=sockets.UNLINKED)
-            return
-        renamed = event.get("renamed") or ()
-        if len(renamed) == 2 and renamed[0] == self.session_key:  # the same browser, a new key
-            self.session_key = renamed[1]
-        ended = event.get("ended") and event["ended"] == self.session_key
-        if ended or not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
-
-    async def close_signed_out(self) -> None:
-        await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
-        await self.close(code=sockets.SIGNED_OUT)
-
-
-def _closed_fragment(message: str, url_name: str, link: str) -> str:
-    context = {"message": message, "url_name": url_name, "link": link}
-    return render_to_string("search/closed_fragment.html", context)
+    def closed_html(self, message: str, url_name: str, link: str) -> str:
+        """Why the socket closed, beside the search box (pplxweb.signed_in)."""
+        context = {"message": message, "url_name": url_name, "link": link}
+        return render_to_string("search/closed_fragment.html", context)
 
 
 def _replace_entry(entry: Entry) -> str:
