@@ -160,14 +160,26 @@ async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
     return _asset_url(data) if isinstance(data, dict) else ""
 
 
+# Perplexity's own CloudFront distribution for report and asset files: the one host the sources
+# name (library.md 10, "Report and asset files: CloudFront signed URLs (d2z0o16i8xm8ak.cloudfront.net)",
+# PT, tested 2026-07-20; the fixtures hold no report link). Any other *.cloudfront.net host is
+# anybody's: a CloudFront distribution costs nothing to make.
+REPORT_HOSTS = ("d2z0o16i8xm8ak.cloudfront.net",)
+
+
 def report_url_allowed(url: str, base_url: str) -> bool:
-    """A report is fetched only over https from Perplexity's CDN, or from Perplexity's own address."""
-    parts, home = urlsplit(url), urlsplit(base_url)
+    """A report is fetched only over https from Perplexity's CDN host (REPORT_HOSTS, default
+    port), or from Perplexity's own address."""
+    try:
+        parts, home = urlsplit(url), urlsplit(base_url)
+        port, home_port = parts.port, home.port
+    except ValueError:
+        return False
     if parts.username or parts.password:
         return False
-    if parts.scheme == "https" and (parts.hostname or "").endswith(".cloudfront.net"):
+    if parts.scheme == "https" and parts.hostname in REPORT_HOSTS and port in (None, 443):
         return True
-    return (parts.scheme, parts.hostname, parts.port) == (home.scheme, home.hostname, home.port)
+    return (parts.scheme, parts.hostname, port) == (home.scheme, home.hostname, home_port)
 
 
 async def fetch_report(client: PerplexityClient, url: str) -> str | None:
