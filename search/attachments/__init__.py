@@ -27,6 +27,7 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from accounts import ratelimit
+from pplxweb.ids import parse as parse_id
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
 from search.render import scrub
@@ -253,10 +254,11 @@ def chosen(user, values: list, allow_asked: bool = False) -> list[Attachment]:
     Refused when one is not theirs, is gone, or there are too many."""
     ids = []
     for value in values:
-        if not str(value).isdigit() or len(str(value)) > 18:
+        found = parse_id(Attachment, value)
+        if found is None:  # not an id, or past its column's range: like an unknown id
             raise Refused("One of the attached files was not found; remove it and attach it again.")
-        if int(value) not in ids:
-            ids.append(int(value))
+        if found not in ids:
+            ids.append(found)
     if len(ids) > settings.ATTACHMENTS_PER_QUESTION:
         raise Refused(
             f"At most {settings.ATTACHMENTS_PER_QUESTION} files per question (there are {len(ids)})."

@@ -16,6 +16,8 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from pplxweb.ids import parse as parse_id
+from pplxweb.ids import parse_all as parse_ids
 from search import attachments, images, served
 from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
@@ -98,7 +100,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
             next_page = page + 1 if len(results) == size else None
             context.update(results=rows.search_rows(results, models), page=page, next_page=next_page)
         else:
-            before_id = _int(request.GET.get("before_id"), 0, 1, 2**62) or None
+            before_id = parse_id(Entry, request.GET.get("before_id"))
             entries = history.page(request.user, filters, before_id, size)
             next_cursor = entries[-1].pk if len(entries) == size else None
             context.update(rows=rows.page_rows(entries, models), next_cursor=next_cursor)
@@ -119,11 +121,8 @@ def suggest(request: HttpRequest) -> HttpResponse:
 def delete(request: HttpRequest) -> HttpResponse:
     """Delete one entry, a selection, or everything: GET asks to confirm, POST deletes."""
     everything = request.POST.get("all") == "1" if request.method == "POST" else request.GET.get("all") == "1"
-    ids = [
-        int(i)
-        for i in (request.POST.getlist("entry") if request.method == "POST" else request.GET.getlist("entry"))
-        if str(i).isdigit()
-    ][:1000]
+    chosen_ids = request.POST.getlist("entry") if request.method == "POST" else request.GET.getlist("entry")
+    ids = parse_ids(Entry, chosen_ids[:1000])
     entries = history.entries_for(request.user)
     chosen = entries if everything else entries.filter(pk__in=ids)
     if request.method == "GET" or request.POST.get("confirm") != "1":

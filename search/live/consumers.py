@@ -20,11 +20,13 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from pplxweb import sockets
+from pplxweb.ids import parse as parse_id
+from pplxweb.ids import parse_all as parse_ids
 from pplxweb.perplexity.research import QUESTIONS_MAX
 from pplxweb.signed_in import FollowsSignIn
 from search.display import entry_html, new_entry_fragment
 from search.live import liveness, runner, starts
-from search.models import Entry, entry_for, thread_for
+from search.models import Entry, Thread, entry_for, thread_for
 from search.saving import clean
 
 log = logging.getLogger(__name__)
@@ -41,15 +43,6 @@ def _first_text(value) -> str:
     """The first non-blank text of a form value (a chosen option and a typed answer share a name)."""
     values = value if isinstance(value, list) else [value]
     return next((v.strip() for v in values if isinstance(v, str) and v.strip()), "")
-
-
-def _id(value) -> int | None:
-    """A row id from a message: a whole number or its digits, else None (a float, 1e400, a list)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 < value < 2**63 else None
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
-        return int(value)
-    return None
 
 
 def _as_querydict(data: dict) -> QueryDict:
@@ -76,8 +69,8 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
         await self.follow_sign_in(user)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
-        if (thread_id := _id(query.get("thread"))) is not None:
-            await self.watch_thread(thread_id)
+        if query.get("thread"):  # an id out of range is not found, like any unknown one
+            await self.watch_thread(query["thread"])
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
@@ -173,7 +166,7 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
         if not isinstance(entry_ids, list):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
-        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        ids = set(parse_ids(Entry, entry_ids[:MAX_RECHECK]))
         for html in await database_sync_to_async(self._ended)(ids):
             await self.send(text_data=html)
 
@@ -186,7 +179,7 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = thread_for(self.user, _id(thread_id))
+            thread = thread_for(self.user, parse_id(Thread, thread_id))
         except Http404:
             return None
         liveness.sweep_interrupted()
@@ -197,7 +190,7 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return entry_for(self.user, _id(entry_id))
+                return entry_for(self.user, parse_id(Entry, entry_id))
             except Http404:
                 return None
 
