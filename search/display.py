@@ -7,6 +7,7 @@ import re
 from django.template.loader import render_to_string
 
 from search.attachments import listed
+from search.history.export_links import safe_links
 from search.model_names import model_name
 from search.models import Entry
 from search.render import render_answer, render_report, render_sources
@@ -41,7 +42,7 @@ def answer_markdown(entry: Entry) -> str:
         for n, s in enumerate(entry.sources, start=1)
         if isinstance(s, dict)
     ]
-    return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+    return safe_links("\n\n".join(part for part in (text, "\n".join(notes)) if part))
 
 
 def entry_context(entry: Entry) -> dict:

@@ -22,6 +22,7 @@ from search import attachments, images, served
 from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
+from search.history.export_links import safe_links
 from search.history.query import Filters, QueryTooLong
 from search.models import Entry, Thread, entry_for, thread_for
 
@@ -238,7 +239,9 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     entry = entry_for(request.user, pk)
     if request.GET.get("citations") == "0":
         count = len(entry.sources)
-        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+        text = safe_links(
+            CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+        )
     else:
         text = answer_markdown(entry)
     response = HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
@@ -251,7 +254,7 @@ def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
     entry = entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
-    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
+    response = HttpResponse(safe_links(entry.report), content_type="text/markdown; charset=utf-8")
     return served.download(response, f"pplxweb-report-{entry.pk}.md")
 
 
