@@ -164,19 +164,14 @@ def _filters(params: dict, options: AskOptions) -> None:
         params["search_language_filter"] = [primary]
 
 
-def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
-    """Web-identity headers (2.2). The session travels in the cookie jar, never as a bearer."""
+def rest_headers(base_url: str, path: str, reason: str, account_id: str = "") -> dict[str, str]:
+    """The web app's headers on a `/rest/` call (protocol.md 2.2; library.md 2, where three peers
+    saw empty results when one was missing): why it is made, its try number, its absolute URL,
+    the account (`user.id` of /api/auth/session, when known) and the sec-fetch set."""
     headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "Origin": base_url,
-        "Referer": f"{base_url}/",
-        "X-Perplexity-Request-Reason": "ask-query-state-provider",
-        "X-Request-ID": request.frontend_uuid,
+        "x-perplexity-request-reason": reason,
         "x-perplexity-request-try-number": "1",
-        "x-perplexity-request-endpoint": f"{base_url}/rest/sse/perplexity_ask",
-        "X-App-ApiClient": "default",
-        "X-App-ApiVersion": API_VERSION,
+        "x-perplexity-request-endpoint": base_url + path.split("?", 1)[0],
         "sec-fetch-dest": "empty",
         "sec-fetch-mode": "cors",
         "sec-fetch-site": "same-origin",
@@ -184,6 +179,20 @@ def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dic
     if account_id:
         headers["x-pplx-account"] = account_id
     return headers
+
+
+def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
+    """Web-identity headers (2.2). The session travels in the cookie jar, never as a bearer."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Origin": base_url,
+        "Referer": f"{base_url}/",
+        "X-Request-ID": request.frontend_uuid,
+        "X-App-ApiClient": "default",
+        "X-App-ApiVersion": API_VERSION,
+        **rest_headers(base_url, "/rest/sse/perplexity_ask", "ask-query-state-provider", account_id),
+    }
 
 
 def api_body(request: AskRequest, model: str = "sonar-pro") -> dict:
