@@ -17,7 +17,7 @@ from django.utils.timesince import timesince
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts import ratelimit, services
+from accounts import ratelimit, services, signin
 from accounts.forms import (
     AgentTokenForm,
     ApiKeyForm,
@@ -39,22 +39,12 @@ from search.library import display as library_display
 HOUR = timedelta(hours=1)
 
 
-def _login_limits(request: HttpRequest) -> list[tuple[str, str, int]]:
-    username = request.POST.get("username", "").strip().lower()[:150]
-    limits = [("login-ip", client_ip(request), settings.LOGIN_RATE_PER_IP)]
-    if username:
-        limits.append(("login-user", username, settings.LOGIN_RATE_PER_USER))
-    return limits
-
-
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class SignInView(auth_views.LoginView):
-    """Django's sign-in, with a token bucket per address and per user name.
-
-    Every try takes a token, so guessing is slow; a successful sign-in empties the user name's
-    count, so a person who signs in often is never locked out by their own successes.
-    """
+    """Django's sign-in, throttled by address and by user name and address (accounts.signin):
+    guessing is slow, and the right password from an address that has not been failing always
+    gets in."""
 
     template_name = "accounts/login.html"
     form_class = SignInForm
@@ -66,17 +56,17 @@ class SignInView(auth_views.LoginView):
         return super().dispatch(request, *args, **kwargs)
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        for scope, value, capacity in _login_limits(request):
-            verdict = ratelimit.take(scope, value, capacity, HOUR)
-            if not verdict.allowed:
-                form = self.get_form()
-                form.errors.clear()
-                form.add_error(None, f"Too many sign-in attempts. Try again {verdict.wait_text}.")
-                return self.render_to_response(self.get_context_data(form=form), status=429)
+        try:
+            self.attempt = signin.begin(client_ip(request), request.POST.get("username", ""))
+        except signin.Refused as refused:
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, f"Too many sign-in attempts. Try again {refused.verdict.wait_text}.")
+            return self.render_to_response(self.get_context_data(form=form), status=429)
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form) -> HttpResponse:
-        ratelimit.reset("login-user", form.get_user().get_username().lower())
+        signin.succeeded(self.attempt)
         return super().form_valid(form)
 
 

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from pplxweb import __version__
+from pplxweb.datadir import make_private
 from pplxweb.env import (
     allowed_hosts,
     data_dir,
@@ -32,6 +33,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VERSION = __version__
 
 DATA_DIR = data_dir(ENV, BASE_DIR)
+# On every start: umask 077, the data dir 0700 and all in it private, or a refusal naming it
+make_private(DATA_DIR)
 # Large temporary files (uploads, the request bodies behind them, an export's history.json) go
 # here, on the data dir's disk, not in /tmp: on many systems /tmp is a tmpfs, that is memory.
 TEMP_DIR = DATA_DIR / "tmp"

@@ -7,6 +7,7 @@ import re
 from django.template.loader import render_to_string
 
 from search.attachments import listed
+from search.markdown_links import safe_links
 from search.model_names import model_name
 from search.models import Entry
 from search.render import render_answer, render_report, render_sources
@@ -36,8 +37,10 @@ def answer_markdown(entry: Entry) -> str:
 
 
 def with_footnotes(text: str, sources: list) -> str:
-    """Markdown whose citations ([3]) are footnotes ([^3]), with the sources listed under it."""
-    return "\n\n".join(part for part in (footnoted(text, len(sources)), footnotes(sources)) if part)
+    """Markdown whose citations ([3]) are footnotes ([^3]), with the sources listed under it;
+    links other than http(s) and mailto, and raw HTML, made harmless (search/markdown_links.py)."""
+    notes = footnotes(sources)
+    return safe_links("\n\n".join(part for part in (footnoted(text, len(sources)), notes) if part))
 
 
 def footnoted(text: str, count: int) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from pplxweb.datadir import private_file, private_folder
 from pplxweb.perplexity.extract import Image
 from pplxweb.perplexity.transport import make_transport
 from search.render import scrub
@@ -70,7 +71,7 @@ async def download(url: str, target: Path) -> str:
     if not allowed(url):
         raise NotKept("Its address is not Perplexity's image host, so pplxweb did not fetch it.")
     partial = target.with_suffix(".partial")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     try:
         async with (
             httpx.AsyncClient(transport=make_transport("off"), timeout=TIMEOUT) as client,
@@ -81,7 +82,7 @@ async def download(url: str, target: Path) -> str:
             if response.status_code != 200:
                 raise NotKept(f"Perplexity's image host answered {response.status_code}.")
             head, size = b"", 0
-            with partial.open("wb") as out:
+            with private_file(partial) as out:
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > MAX_BYTES:

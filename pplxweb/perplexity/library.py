@@ -21,9 +21,10 @@ from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import AuthError, PerplexityError, ProtocolError, ThreadGone
 from pplxweb.perplexity.extract import Image, Source, extract
 from pplxweb.perplexity.merge import Snapshot, merge
-from pplxweb.perplexity.request import API_VERSION
+from pplxweb.perplexity.request import API_VERSION, rest_headers
 from pplxweb.perplexity.responses import check_response, gone_code, json_body, read_limited
 
+LIST_PATH = "/rest/thread/list_ask_threads"
 LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, docs/protocol.md §11.2)
 PAGE_LIMIT = 100  # turns per thread page; the web app asks for 10
 MAX_LIST_BYTES = 16 * 1024 * 1024
@@ -55,15 +56,10 @@ def _json(response: httpx.Response, limit: int) -> Any:
         raise ProtocolError("Perplexity's library answered with something that is not JSON.") from None
 
 
-def _headers(client: PerplexityClient, reason: str) -> dict[str, str]:
+def _headers(client: PerplexityClient, path: str, reason: str) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
-        "x-pplx-account": client.account_id,
-        "x-perplexity-request-reason": reason,
-        "x-perplexity-request-try-number": "1",
-        "sec-fetch-dest": "empty",
-        "sec-fetch-mode": "cors",
-        "sec-fetch-site": "same-origin",
+        **rest_headers(client.base_url, path, reason, client.account_id),
     }
 
 
@@ -88,9 +84,9 @@ async def list_threads(client: PerplexityClient, offset: int, limit: int = LIST_
     }  # fmt: skip
     response = await client._call(
         "POST",
-        f"/rest/thread/list_ask_threads?version={API_VERSION}&source=default",
+        f"{LIST_PATH}?version={API_VERSION}&source=default",
         content=json.dumps(body).encode(),
-        headers=_headers(client, "threads-body"),
+        headers=_headers(client, LIST_PATH, "threads-body"),
         limit=MAX_LIST_BYTES,
     )
     check_response(response)
@@ -122,11 +118,12 @@ async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> 
     ]  # fmt: skip
     if cursor:
         params.append(("cursor", cursor))
+    path = f"/rest/thread/{quote(slug, safe='')}"
     response = await client._call(
         "GET",
-        f"/rest/thread/{quote(slug, safe='')}",
+        path,
         params=params,
-        headers=_headers(client, "thread-body"),
+        headers=_headers(client, path, "thread-body"),
         limit=MAX_PAGE_BYTES,
     )
     if response.status_code == 404 and not gone_code(response):
@@ -148,10 +145,9 @@ async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> 
 
 async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
     """A newly signed link to an asset (`/rest/assets/<uuid>/data`, docs/protocol.md §8.2), or ""."""
+    path = f"/rest/assets/{quote(asset_uuid, safe='')}/data"
     response = await client._call(
-        "GET",
-        f"/rest/assets/{quote(asset_uuid, safe='')}/data?version={API_VERSION}&source=default",
-        headers=_headers(client, "asset-data"),
+        "GET", f"{path}?version={API_VERSION}&source=default", headers=_headers(client, path, "asset-data")
     )
     if response.status_code == 404:
         return ""
@@ -160,14 +156,25 @@ async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
     return _asset_url(data) if isinstance(data, dict) else ""
 
 
+# Perplexity's own CloudFront distribution for report and asset files: the one host the sources
+# name (docs/protocol.md §8.3). Any other *.cloudfront.net host is anybody's: a CloudFront
+# distribution costs nothing to make.
+REPORT_HOSTS = ("d2z0o16i8xm8ak.cloudfront.net", "ppl-ai-file-upload.s3.amazonaws.com")
+
+
 def report_url_allowed(url: str, base_url: str) -> bool:
-    """A report is fetched only over https from Perplexity's CDN, or from Perplexity's own address."""
-    parts, home = urlsplit(url), urlsplit(base_url)
+    """A report is fetched only over https from Perplexity's CDN host (REPORT_HOSTS, default
+    port), or from Perplexity's own address."""
+    try:
+        parts, home = urlsplit(url), urlsplit(base_url)
+        port, home_port = parts.port, home.port
+    except ValueError:
+        return False
     if parts.username or parts.password:
         return False
-    if parts.scheme == "https" and (parts.hostname or "").endswith(".cloudfront.net"):
+    if parts.scheme == "https" and parts.hostname in REPORT_HOSTS and port in (None, 443):
         return True
-    return (parts.scheme, parts.hostname, parts.port) == (home.scheme, home.hostname, home.port)
+    return (parts.scheme, parts.hostname, port) == (home.scheme, home.hostname, home_port)
 
 
 async def fetch_report(client: PerplexityClient, url: str) -> str | None:

@@ -164,20 +164,14 @@ def _filters(params: dict, options: AskOptions) -> None:
         params["search_language_filter"] = [primary]
 
 
-def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
-    """Web-identity headers (docs/protocol.md §2.3). The session travels in the cookie jar, never as
-    a bearer."""
+def rest_headers(base_url: str, path: str, reason: str, account_id: str = "") -> dict[str, str]:
+    """The web app's headers on a `/rest/` call (docs/protocol.md §2.3, where peers saw empty
+    results when one was missing): why it is made, its try number, its absolute URL, the account
+    (`user.id` of /api/auth/session, when known) and the sec-fetch set."""
     headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "Origin": base_url,
-        "Referer": f"{base_url}/",
-        "X-Perplexity-Request-Reason": "ask-query-state-provider",
-        "X-Request-ID": request.frontend_uuid,
+        "x-perplexity-request-reason": reason,
         "x-perplexity-request-try-number": "1",
-        "x-perplexity-request-endpoint": f"{base_url}/rest/sse/perplexity_ask",
-        "X-App-ApiClient": "default",
-        "X-App-ApiVersion": API_VERSION,
+        "x-perplexity-request-endpoint": base_url + path.split("?", 1)[0],
         "sec-fetch-dest": "empty",
         "sec-fetch-mode": "cors",
         "sec-fetch-site": "same-origin",
@@ -187,6 +181,21 @@ def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dic
     return headers
 
 
+def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
+    """Web-identity headers (docs/protocol.md §2.3). The session travels in the cookie jar, never as
+    a bearer."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Origin": base_url,
+        "Referer": f"{base_url}/",
+        "X-Request-ID": request.frontend_uuid,
+        "X-App-ApiClient": "default",
+        "X-App-ApiVersion": API_VERSION,
+        **rest_headers(base_url, "/rest/sse/perplexity_ask", "ask-query-state-provider", account_id),
+    }
+
+
 # The Agent API's preset per mode (docs/protocol.md §13.2): quick is its `fast`; Pro search
 # `low`, what Sonar Pro became (hex/llm-perplexity pull 27, vercel/ai issue 18988); deep research
 # `high`, what Sonar Deep Research became.
@@ -194,9 +203,9 @@ PRESETS = {"auto": "fast", "pro": "low", "research": "high"}
 
 
 def agent_body(request: AskRequest) -> dict:
-    """Body of the Agent API's streamed response (POST /v1/agent, docs/protocol.md §13.2). Web search is
-    a tool the model may skip: it is forced, so answers stay grounded; no sources ticked (the
-    "writing" focus) offers no search at all."""
+    """Body of the Agent API's streamed response (POST /v1/agent, docs/protocol.md §13.2). Web
+    search is a tool the model may skip: it is forced, so answers stay grounded; no sources ticked
+    (the "writing" focus) offers no search at all."""
     options = request.options
     body: dict = {
         "preset": PRESETS["research" if options.research else options.mode],

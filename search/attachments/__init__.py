@@ -27,7 +27,7 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from accounts import ratelimit
-from search.attachments import pdf_script
+from pplxweb.ids import parse as parse_id
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
 from search.render import scrub
@@ -128,7 +128,8 @@ def _extension(name: str) -> str:
 
 def judge(path: Path, name: str) -> str:
     """The kind of the file at `path` from its bytes (and, for text, its name); Refused if none
-    fits, if the name claims another kind, or if a PDF carries script."""
+    fits, or if the name claims another kind. A PDF with script is kept as it is: no kept file is
+    ever opened as a document from pplxweb's origin (search.served)."""
     with path.open("rb") as handle:
         head = handle.read(16)
     kind = _binary_kind(head, path)
@@ -149,8 +150,6 @@ def judge(path: Path, name: str) -> str:
         raise Refused(
             f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
         )
-    if kind == "pdf" and (problem := pdf_script.problem(path)):
-        raise Refused(f"“{name}” {problem}")
     return kind
 
 
@@ -255,10 +254,11 @@ def chosen(user, values: list, allow_asked: bool = False) -> list[Attachment]:
     Refused when one is not theirs, is gone, or there are too many."""
     ids = []
     for value in values:
-        if not str(value).isdigit() or len(str(value)) > 18:
+        found = parse_id(Attachment, value)
+        if found is None:  # not an id, or past its column's range: like an unknown id
             raise Refused("One of the attached files was not found; remove it and attach it again.")
-        if int(value) not in ids:
-            ids.append(int(value))
+        if found not in ids:
+            ids.append(found)
     if len(ids) > settings.ATTACHMENTS_PER_QUESTION:
         raise Refused(
             f"At most {settings.ATTACHMENTS_PER_QUESTION} files per question (there are {len(ids)})."

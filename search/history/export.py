@@ -17,6 +17,7 @@ from django.utils import timezone
 from search import images
 from search.attachments import archive as attachment_archive
 from search.display import catalogue_models, footnoted, model_label
+from search.markdown_links import safe_links
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
@@ -71,7 +72,7 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             lines.append("")
         if entry.related:
             lines += ["**Related:**", *(f"- {q}" for q in entry.related), ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return safe_links("\n".join(lines).rstrip() + "\n")  # no link but http(s)/mailto, no raw HTML
 
 
 def entry_json(entry: Entry) -> dict:

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from pplxweb.datadir import private_file, private_folder
 from search import images
 from search.attachments import archive as attachment_archive
 from search.history import import_jobs
@@ -358,8 +359,8 @@ def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> li
             record["error"] = str(item.get("error") or "") or "This image was not in the imported file."
         else:
             folder = images.folder(entry_id)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{n}.{kind[0]}").write_bytes(data)
+            with private_file(private_folder(folder) / f"{n}.{kind[0]}") as out:
+                out.write(data)
             record["file"] = f"{n}.{kind[0]}"
         records.append(record)
     return records

@@ -21,10 +21,13 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from pplxweb import sockets
+from pplxweb.ids import parse as parse_id
+from pplxweb.ids import parse_all as parse_ids
 from pplxweb.perplexity.research import QUESTIONS_MAX
+from pplxweb.signed_in import FollowsSignIn
 from search.display import entry_html, mark, new_entry_fragment
 from search.live import control, liveness, runner, starts
-from search.models import Entry, entry_for, thread_for
+from search.models import Entry, Thread, entry_for, thread_for
 from search.saving import clean
 
 log = logging.getLogger(__name__)
@@ -37,23 +40,12 @@ TOO_LONG_TEXT = (
 )
 JUST_ENDED = timedelta(seconds=30)
 MAX_RECHECK = 50  # answers a reopened page may ask about at once
-SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
-UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
 
 
 def _first_text(value) -> str:
     """The first non-blank text of a form value (a chosen option and a typed answer share a name)."""
     values = value if isinstance(value, list) else [value]
     return next((v.strip() for v in values if isinstance(v, str) and v.strip()), "")
-
-
-def _id(value) -> int | None:
-    """A row id from a message: a whole number or its digits, else None (a float, 1e400, a list)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 < value < 2**63 else None
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
-        return int(value)
-    return None
 
 
 def _as_querydict(data: dict) -> QueryDict:
@@ -68,28 +60,26 @@ def _as_querydict(data: dict) -> QueryDict:
     return query
 
 
-class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
+class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.user = user
-        self.session_key = self.scope["session"].session_key
         self.watching: set[int] = set()
         liveness.sockets += 1
         liveness.keep_watch(runner.RUNS, runner.rejoin_lost)
-        await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
+        await self.follow_sign_in(user)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.thread_id = None  # the conversation the page shows (an agent's answer there joins it)
-        if (thread_id := _id(query.get("thread"))) is not None:
-            await self.watch_thread(thread_id)
+        if query.get("thread"):  # an id out of range is not found, like any unknown one
+            await self.watch_thread(query["thread"])
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
             liveness.sockets -= 1
-            await self.channel_layer.group_discard(sockets.group(self.user.pk), self.channel_name)
+            await self.unfollow_sign_in()
         for entry_id in getattr(self, "watching", ()):
             await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
@@ -105,8 +95,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
         # the session is checked again for every message (a sign-out elsewhere may have missed us)
-        if not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
+        if await self.signed_out_now():
             return
         action = data.get("action")
         if action == "stop":
@@ -165,7 +154,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if entries is None:
             await self.error("That conversation was not found.")
             return
-        self.thread_id = _id(thread_id)
+        self.thread_id = parse_id(Thread, thread_id)
         for entry in entries:
             if not entry.running:  # it ended between the page's render and this socket
                 await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
@@ -182,7 +171,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if not isinstance(entry_ids, list):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
-        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        ids = set(parse_ids(Entry, entry_ids[:MAX_RECHECK]))
         for html in await database_sync_to_async(self._ended)(ids):
             await self.send(text_data=html)
 
@@ -193,7 +182,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if not isinstance(entry_ids, list):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
-        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        ids = set(parse_ids(Entry, entry_ids[:MAX_RECHECK]))
         running = await database_sync_to_async(self._running)(ids)
         for entry_id in sorted(running):
             await self.follow(entry_id)
@@ -213,7 +202,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = thread_for(self.user, _id(thread_id))
+            thread = thread_for(self.user, parse_id(Thread, thread_id))
         except Http404:
             return None
         liveness.sweep_interrupted()
@@ -224,7 +213,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return entry_for(self.user, _id(entry_id))
+                return entry_for(self.user, parse_id(Entry, entry_id))
             except Http404:
                 return None
 
@@ -265,23 +254,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])
 
-    async def person_changed(self, event: dict) -> None:
-        """The person's sign-in changed somewhere (pplxweb.sockets)."""
-        if event.get("what") == "unlinked":
-            await self.send(text_data=_closed_fragment(UNLINKED_TEXT, "accounts:settings", "Settings"))
-            await self.close(code=sockets.UNLINKED)
-            return
-        renamed = event.get("renamed") or ()
-        if len(renamed) == 2 and renamed[0] == self.session_key:  # the same browser, a new key
-            self.session_key = renamed[1]
-        ended = event.get("ended") and event["ended"] == self.session_key
-        if ended or not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
-
     async def person_asked(self, event: dict) -> None:
         """One of the person's agents asked in the conversation this page shows (search/api): the
         answer joins the page and streams in like one asked here."""
-        entry_id = _id(event.get("entry"))
+        entry_id = parse_id(Entry, event.get("entry"))
         if entry_id is None or entry_id in self.watching or event.get("thread") != self.thread_id:
             return
         entry = await self._own_entry(entry_id)
@@ -291,14 +267,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         await self.send(text_data=await database_sync_to_async(_appended_entry)(entry))
         await control.sync(entry.pk, self.channel_name)
 
-    async def close_signed_out(self) -> None:
-        await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
-        await self.close(code=sockets.SIGNED_OUT)
-
-
-def _closed_fragment(message: str, url_name: str, link: str) -> str:
-    context = {"message": message, "url_name": url_name, "link": link}
-    return render_to_string("search/closed_fragment.html", context)
+    def closed_html(self, message: str, url_name: str, link: str) -> str:
+        """Why the socket closed, beside the search box (pplxweb.signed_in)."""
+        context = {"message": message, "url_name": url_name, "link": link}
+        return render_to_string("search/closed_fragment.html", context)
 
 
 def _too_long(html: str) -> str:
