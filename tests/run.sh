@@ -17,6 +17,9 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v redis-server >/dev/null || need+=(redis-server)
+# a filesystem that ignores file modes (vfat through FUSE), for the data dir's privacy checks
+command -v fusefat >/dev/null || need+=(fusefat)
+command -v mkfs.vfat >/dev/null || need+=(dosfstools)
 # the server's initdb: a client-only install (postgresql-client) has that folder without it
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if ((${#need[@]})); then
