@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -22,6 +23,7 @@ from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
 from search.models import Entry, Thread, entry_for, thread_for
+from search.reports import report_filename, report_markdown
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
 
@@ -250,12 +252,16 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
-    """A Deep Research report's Markdown, as a file."""
+    """A Deep Research report's Markdown with its sources, as a file named after its title (for
+    Download, and for Copy report)."""
     entry = entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
-    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
+    response = HttpResponse(
+        report_markdown(entry.report, entry.sources), content_type="text/markdown; charset=utf-8"
+    )
+    name = report_filename(entry.report, entry.question)
+    response["Content-Disposition"] = content_disposition_header(True, name)
     return response
 
 
