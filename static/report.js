@@ -87,9 +87,9 @@ const markCurrent = (nav, headings) => {
   const line = window.innerHeight / 3;
   let current = null;
   for (const heading of headings) if (heading.getBoundingClientRect().top <= line) current = heading;
-  for (const link of nav.querySelectorAll("a[aria-current]")) link.removeAttribute("aria-current");
   const link = current && nav.querySelector(`a[href="#${CSS.escape(current.id)}"]`);
-  if (!link) return;
+  if (!link) return; // above the report (back at the list, say): the section last read stays marked
+  for (const other of nav.querySelectorAll("a[aria-current]")) other.removeAttribute("aria-current");
   link.setAttribute("aria-current", "location");
   const list = [nav, nav.querySelector("ol")].find((el) => el && el.scrollHeight > el.clientHeight + 1);
   if (!list) return;
