@@ -94,7 +94,6 @@ async def test_a_15_kb_report_reads_as_a_document(page, pplxweb_server):
     # the contents list: each entry reachable, the section being read marked
     toc = page.locator(".report-toc")
     links = toc.locator("a")
-    last = await links.count()
     await page.locator("#r-part-12").evaluate("h => h.scrollIntoView({block: 'start'})")
     await expect(toc.locator("a[aria-current]")).to_have_text("Part 12")
     form = await page.locator("#search-form").bounding_box()
