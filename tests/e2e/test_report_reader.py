@@ -18,7 +18,11 @@ CLARIFIED = [
         "key": "tool-1",
         "title": "One definition will change the comparison",
         "questions": [
-            {"question": "Which region matters most to you?", "options": ["Europe", "Worldwide"], "answer": "Europe"},
+            {
+                "question": "Which region matters most to you?",
+                "options": ["Europe", "Worldwide"],
+                "answer": "Europe",
+            },
             {"question": "Preferred output format?", "options": ["Report", "Slides"], "answer": ""},
         ],
         "outcome": "answered",
