@@ -82,6 +82,15 @@ async def test_a_clarifying_question_is_answered_from_the_page(owner, alinked, u
     ]
     assert body["result"]["tool_uuid"] == s26.QUESTION_TOOL
     assert any(f'id="entry-{entry.pk}-question"' in m and "clarify-form" not in m for m in messages)
+    # kept with the entry, as the page shows it once answered
+    assert any("2 questions before researching · answered" in m for m in messages)
+    await entry.arefresh_from_db()
+    [record] = entry.clarifications
+    assert record["outcome"] == "answered" and record["key"] == s26.QUESTION_TOOL
+    assert [(q["question"], q["answer"]) for q in record["questions"]] == [
+        (s26.QUESTION["question_text"], "Europe"),
+        ("Preferred output format?", "A memo"),
+    ]
 
 
 async def test_answering_with_nothing_says_what_to_do(owner, alinked, upstream):
