@@ -8,26 +8,11 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import expect
 
-from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_answer_page import DESKTOP, shoot
 from tests.e2e.test_journeys import PHONE, first_run
+from tests.search.test_reports import CLARIFIED
 
 pytestmark = pytest.mark.django_db(transaction=True)
-CLARIFIED = [
-    {
-        "key": "tool-1",
-        "title": "One definition will change the comparison",
-        "questions": [
-            {
-                "question": "Which region matters most to you?",
-                "options": ["Europe", "Worldwide"],
-                "answer": "Europe",
-            },
-            {"question": "Preferred output format?", "options": ["Report", "Slides"], "answer": ""},
-        ],
-        "outcome": "answered",
-    }
-]
 
 
 async def report_entry(name: str):
@@ -80,7 +65,7 @@ async def test_a_15_kb_report_reads_as_a_document(page, pplxweb_server):
     folded = await clarified.bounding_box()
     assert question["y"] < folded["y"] < question["y"] + question["height"] + 60, (question, folded)
     await clarified.locator("summary").click()
-    await expect(clarified.locator("dd").first).to_contain_text("Europe")
+    await expect(clarified.locator("dd").first).to_contain_text("Patagonia")
     await shoot(page, "report-clarified")
     # a report's chip: the source's link and name, its card on hover, as an answer's chip
     chip = page.locator(".report-body a.cite").first
@@ -144,6 +129,5 @@ async def test_copy_report_and_download_carry_the_sources(page, pplxweb_server):
         await page.get_by_role("link", name="Download Markdown").click()
     download = await download_info.value
     assert download.suggested_filename == "Report.md"
-    ARTIFACTS.mkdir(exist_ok=True)
     assert (await download.path()).read_text() == text
     assert page.console_errors == []

@@ -6,6 +6,7 @@ citations keeps its page light and its sources list whole."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -18,7 +19,7 @@ from search.clarifications import shaped
 from search.models import Entry, Thread
 from search.reports import report_filename, report_markdown
 from tests.fake_perplexity import streams_2026 as s26
-from tests.search.conftest import Paced, serve
+from tests.search.conftest import HeldAt, Paced, serve
 from tests.search.test_consumer import ask, connect, receive_until
 
 pytestmark = pytest.mark.django_db
@@ -146,20 +147,9 @@ def _held_question_events():
 
 @pytest.mark.django_db(transaction=True)
 async def test_skipped_questions_are_kept_as_skipped(owner, alinked, upstream):
-    import asyncio
-
     events, held = _held_question_events()
     skipped = asyncio.Event()
-
-    class Held(Paced):
-        async def __aiter__(self):
-            for i, chunk in enumerate(self.chunks):
-                await asyncio.sleep(self.pause)
-                yield chunk
-                if i == held:
-                    await asyncio.wait_for(skipped.wait(), 10)
-
-    serve(upstream, Held(events))
+    serve(upstream, HeldAt(events, held, skipped))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "nowcasting", "mode": "research"}))
     await receive_until(comm, "clarify-form")
