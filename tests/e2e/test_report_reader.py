@@ -79,6 +79,7 @@ async def test_a_15_kb_report_reads_as_a_document(page, pplxweb_server):
     await expect(card).to_be_visible()
     await expect(card).to_contain_text("Bread - Wikipedia")
     await expect(card).to_contain_text("Bread is a staple.")
+    await shoot(page, "report-card", audit=False)
     await page.mouse.move(0, 0)
     # the contents list: each entry reachable, the section being read marked
     toc = page.locator(".report-toc")

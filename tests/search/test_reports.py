@@ -232,3 +232,21 @@ def test_an_import_keeps_only_what_clarifications_can_be():
     assert len(first["questions"][0]["question"]) == 2000 and first["questions"][0]["answer"] == ""
     assert first["questions"][0]["options"] == ["o"] * 10
     assert shaped("junk") == [] and shaped(None) == []
+
+
+def test_a_reports_chips_are_light_and_its_in_page_links_stay_in_the_page():
+    """The sanitizer's output as the light chips leave it: if nh3 ever writes the attributes in
+    another order, this fails rather than a chip opening the page again in a new tab."""
+    from search.render import render_report
+    from tests.search.test_answer_page import SOURCES
+
+    html, _ = render_report(
+        "Salt [2][3]. Bread [1], see [x](#r-a) and [y](https://a.example/).", SOURCES, "s5-"
+    )
+    assert html == (
+        '<p>Salt <a href="#s5-2" class="cite" data-cite="2 3">bbc<span class="cite-more">+1</span></a>. '
+        'Bread <a href="#s5-1" class="cite">wikipedia</a>, see <a href="#r-a">x</a> and '
+        '<a href="https://a.example/" target="_blank" rel="noopener noreferrer nofollow">y</a>.</p>\n'
+    )
+    full, _ = render_report("Bread [1].", SOURCES)  # without `refs` (replay_stream): an answer's chips
+    assert 'class="cite-card"' in full and 'href="https://en.wikipedia.org/wiki/Bread"' in full
