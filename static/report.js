@@ -88,16 +88,24 @@ const markCurrent = (nav, headings) => {
   let current = null;
   for (const heading of headings) if (heading.getBoundingClientRect().top <= line) current = heading;
   const link = current && nav.querySelector(`a[href="#${CSS.escape(current.id)}"]`);
-  if (!link) return; // above the report (back at the list, say): the section last read stays marked
+  // above the report nothing is marked, unless "Contents" led back here: then the section left is
+  if (!link && nav.dataset.back) return;
+  delete nav.dataset.back;
   for (const other of nav.querySelectorAll("a[aria-current]")) other.removeAttribute("aria-current");
-  link.setAttribute("aria-current", "location");
   const list = [nav, nav.querySelector("ol")].find((el) => el && el.scrollHeight > el.clientHeight + 1);
+  if (!link) { if (list) list.scrollTop = 0; return; }
+  link.setAttribute("aria-current", "location");
   if (!list) return;
   const top = link.offsetTop - list.offsetTop;
   if (top < list.scrollTop || top + link.offsetHeight > list.scrollTop + list.clientHeight) {
     list.scrollTop = top - list.clientHeight / 3;
   }
 };
+document.addEventListener("click", (event) => {
+  const back = event.target.closest && event.target.closest(".toc-back a");
+  const nav = back && document.getElementById(back.getAttribute("href").slice(1));
+  if (nav) nav.dataset.back = "1";
+});
 
 const watchContents = () => {
   for (const [nav, observers] of watching) {
@@ -111,7 +119,10 @@ const watchContents = () => {
     headings.forEach((h) => sections.observe(h));
     // on a phone, "Contents" (a link back to the list) shows once the list is out of sight
     const layout = nav.closest(".report-layout");
-    const seen = new IntersectionObserver(([entry]) => layout.classList.toggle("toc-seen", entry.isIntersecting));
+    const seen = new IntersectionObserver(([entry]) => {
+      layout.classList.toggle("toc-seen", entry.isIntersecting);
+      markCurrent(nav, headings); // a jump can pass every heading without one crossing the line
+    });
     seen.observe(nav);
     watching.set(nav, [sections, seen]);
     markCurrent(nav, headings);
