@@ -25,6 +25,22 @@ MAX_TEXT = 2000  # characters of a question or an answer
 MAX_OPTION = 300
 
 
+def record(question, answers: tuple[str, ...] = (), outcome: str = "") -> dict:
+    """A record of a clarifying step (pplxweb.perplexity.research.Question) and the answers it
+    carries: answered when it carries any, else `outcome` ("waiting" while the run may still be
+    waiting on it; search/live/questions.py turns that into what became of it)."""
+    given = [*answers, *[""] * len(question.asks)]
+    return {
+        "key": question.key,
+        "title": question.title,
+        "questions": [
+            {"question": ask.text, "options": list(ask.options), "answer": given[i]}
+            for i, ask in enumerate(question.asks)
+        ],
+        "outcome": "answered" if any(answers) else outcome or "auto",
+    }
+
+
 def _text(value: Any, limit: int) -> str:
     return value.strip()[:limit] if isinstance(value, str) else ""
 

@@ -18,17 +18,12 @@ log = logging.getLogger(__name__)
 
 
 def noticed(run) -> None:
-    """Keep the question the run waits on, the first time it shows (a later frame may drop the
-    step: the record stays)."""
-    question = run.result.question if run.result else None
-    if question is None or question.key in run.clarifications:
-        return
-    run.clarifications[question.key] = {
-        "key": question.key,
-        "title": question.title,
-        "questions": [{"question": a.text, "options": list(a.options), "answer": ""} for a in question.asks],
-        "outcome": "waiting",
-    }
+    """Keep each clarifying step the run shows, the first time it shows (a later frame may drop
+    the step: the record stays), with the answers it carries (answered elsewhere, say)."""
+    for found in run.result.clarifying if run.result else ():
+        key = found.question.key
+        if key not in run.clarifications:
+            run.clarifications[key] = clarifications.record(found.question, found.answers, "waiting")
 
 
 def answer(run, answers: list[str]) -> None:
@@ -38,8 +33,7 @@ def answer(run, answers: list[str]) -> None:
         return
     run.clarified.add(question.key)
     pairs = [(ask.text, given) for ask, given in zip(question.asks, answers, strict=False) if given]
-    noticed(run)
-    record = run.clarifications[question.key]
+    record = run.clarifications.setdefault(question.key, clarifications.record(question, (), "waiting"))
     for item, given in zip(record["questions"], answers, strict=False):
         item["answer"] = given
     record["outcome"] = "answered" if pairs else "skipped"

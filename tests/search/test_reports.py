@@ -250,3 +250,34 @@ def test_a_reports_chips_are_light_and_its_in_page_links_stay_in_the_page():
     )
     full, _ = render_report("Bread [1].", SOURCES)  # without `refs` (replay_stream): an answer's chips
     assert 'class="cite-card"' in full and 'href="https://en.wikipedia.org/wiki/Bread"' in full
+
+
+def test_a_stored_research_turns_clarifying_steps_come_with_an_import():
+    """A library turn (docs/protocol.md §11.5) read as a live answer is: its clarifying steps,
+    one let be (`answers: []` to the end, §8.4) and one answered elsewhere (the answer call's
+    pairs; plain strings in the questions' order are read too)."""
+    from pplxweb.perplexity.library import parse_turn
+    from search.clarifications import record
+
+    def step(uuid, answers):
+        return {"step_type": "RESEARCH_CLARIFYING_QUESTIONS", "uuid": f"e-{uuid}", "content": {
+            "uuid": uuid, "title": "", "answers": answers, "questions": [
+                {"question_text": "Region?", "options": ["EU", "US"]}, {"question_text": "Format?"}]}}  # fmt: skip
+
+    text = [
+        {"step_type": "INITIAL_QUERY", "content": {"query": "fees"}},
+        step("t-1", []),
+        step("t-2", [{"question": "Format?", "answer": "Slides"}, {"question": "Region?", "answer": "EU"}]),
+        step("t-3", ["US"]),
+        step("t-1", []),  # the same step in another list: once
+        {"step_type": "FINAL", "content": {"answer": json.dumps({"answer": "Cover.", "web_results": []})}},
+    ]
+    raw = {"backend_uuid": "b", "query_str": "fees", "status": "COMPLETED", "search_mode": "RESEARCH",
+           "text": json.dumps(text)}  # fmt: skip
+    kept = [record(a.question, a.answers) for a in parse_turn(raw).clarifying]
+    assert [(r["key"], r["outcome"], [q["answer"] for q in r["questions"]]) for r in kept] == [
+        ("t-1", "auto", ["", ""]),
+        ("t-2", "answered", ["EU", "Slides"]),
+        ("t-3", "answered", ["US", ""]),
+    ]
+    assert kept[0]["questions"][0] == {"question": "Region?", "options": ["EU", "US"], "answer": ""}
