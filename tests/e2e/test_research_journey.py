@@ -46,6 +46,8 @@ async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_serv
         "Which region matters most to you?", timeout=15000
     )
     await expect(entry.locator(".countdown")).to_be_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "research-clarify.png"))
     await form.locator("label", has_text="Europe").click()
     await form.locator("button[type=submit]").click()
     await expect(entry.locator(".clarify-form")).to_have_count(0, timeout=10000)
