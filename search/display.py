@@ -6,6 +6,7 @@ import re
 
 from django.template.loader import render_to_string
 
+from search import clarifications
 from search.attachments import listed
 from search.markdown_links import safe_links
 from search.model_names import model_name
@@ -59,25 +60,32 @@ def footnotes(sources: list) -> str:
     )
 
 
+def source_refs(entry_id: int) -> str:
+    """The start of the ids of an entry's listed sources, which its report's chips link to."""
+    return f"s{entry_id}-"
+
+
 def entry_context(entry: Entry) -> dict:
-    report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
+    refs = source_refs(entry.pk)
+    report_html, report_toc = render_report(entry.report, entry.sources, refs) if entry.report else ("", [])
     return {
         "report_html": report_html,
         "report_toc": report_toc,
         "entry": entry,
         "model": model_label(entry.model),
         "answer_html": render_answer(entry.answer, entry.sources),
-        "sources_html": render_sources(entry.sources),
+        "sources_html": render_sources(entry.sources, refs),
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
         "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
         "attachments": listed(entry),
+        "clarified": clarifications.shown(entry.clarifications),
     }
 
 
 def report_context(entry_id: int, markdown: str, sources, running: bool) -> dict:
     """What the live report fragment draws (templates/search/report_fragment.html)."""
-    html, toc = render_report(markdown, sources) if markdown else ("", [])
+    html, toc = render_report(markdown, sources, source_refs(entry_id)) if markdown else ("", [])
     return {"entry_id": entry_id, "report_html": html, "toc": toc, "running": running, "oob": True}
 
 

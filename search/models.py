@@ -84,6 +84,8 @@ class Entry(models.Model):
     steps = models.JSONField(default=list)
     # generated images: [{n, caption, width, height, file | error}], files in search.images.folder()
     images = models.JSONField(default=list, blank=True)
+    # a research run's clarifying questions and what became of them (search/clarifications.py)
+    clarifications = models.JSONField(default=list, blank=True)
     model_asked = models.CharField(max_length=80, blank=True)
     model = models.CharField(max_length=80, blank=True)
     downgraded = models.BooleanField(default=False)

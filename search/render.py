@@ -37,7 +37,7 @@ TAGS = {
     "hr", "span", "sup",
 }  # fmt: skip
 ATTRIBUTES = {
-    "a": {"href", "title", "aria-label"},
+    "a": {"href", "title", "aria-label", "data-cite"},
     "ol": {"start"},
     "span": {"class"},
     "pre": {"class"},
@@ -116,6 +116,7 @@ def _citations(state: StateCore) -> None:
     sources: Sequence[Any] = state.env.get("sources") or ()
     if not sources:
         return
+    cards, refs = state.env.get("cards", True), state.env.get("refs", "")
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue
@@ -127,17 +128,18 @@ def _citations(state: StateCore) -> None:
             if token.type != "text" or in_link or "[" not in token.content:
                 children.append(token)
                 continue
-            children += _split_citations(token, sources, state.env.get("cards", True))
+            children += _split_citations(token, sources, cards, refs)
         block.children = children
 
 
-def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -> list[Token]:
+def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True, refs: str = "") -> list[Token]:
     """Each `[n]` with an http(s) source becomes a chip: the site's name, and a card with the
     title, site and snippet shown on hover or focus. Several standing together ("[1][2]") are
     one chip, as on Perplexity: the first site's name and "+1", linking the first, its card
     listing each. The link's own name is what a screen reader says: "source 3: title, site".
     Chips followed by punctuation ("Paris[1].") are held together with it (`cite-run`), so a
-    line never starts with the lone "."."""
+    line never starts with the lone "." (`refs`: a report's light chips, _ref_chip, which need no
+    such hold)."""
     out: list[Token] = []
     last = 0
     matches = [m for m in CITATION.finditer(token.content) if _cited(sources, int(m.group(1)))]
@@ -151,9 +153,12 @@ def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True) -
         if run[0].start() > last:
             out.append(_text(token.content[last : run[0].start()]))
         numbers = list(dict.fromkeys(int(m.group(1)) for m in run))  # "[1][1]" is one
-        chips = _chip([source_info(n, sources[n - 1]) for n in numbers], cards)
+        if refs:
+            chips = _ref_chip(numbers, sources, refs)
+        else:
+            chips = _chip([source_info(n, sources[n - 1]) for n in numbers], cards)
         last = run[-1].end()
-        punctuation = PUNCTUATION.match(token.content, last)
+        punctuation = None if refs else PUNCTUATION.match(token.content, last)
         if punctuation:
             chips = [_html('<span class="cite-run">'), *chips, _text(punctuation.group()), _html("</span>")]
             last = punctuation.end()
@@ -191,6 +196,19 @@ def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
     card = "".join(f'<a href="{escape(i["url"])}" class="cite-item">{_card_item(i, 120)}</a>' for i in infos)
     card = f'<span class="cite-card">{card}</span>' if cards else ""
     return [_html('<span class="cite-group">'), link, _html(site), close, _html(f"{card}</span>")]
+
+
+def _ref_chip(numbers: list[int], sources: Sequence[Any], refs: str) -> list[Token]:
+    """A report's chip, light (a report cites hundreds of times): the first site's name (and "+1"
+    for more cited with it) linking that source in the entry's list (`#<refs><n>`, render_sources),
+    the numbers in `data-cite`. static/report.js makes it a chip as an answer's, from that list."""
+    link = Token("link_open", "a", 1)
+    link.attrs = {"href": f"#{refs}{numbers[0]}", "class": "cite"}
+    if len(numbers) > 1:
+        link.attrs["data-cite"] = " ".join(map(str, numbers))
+    plus = f'<span class="cite-more">+{len(numbers) - 1}</span>' if len(numbers) > 1 else ""
+    site = escape(source_info(numbers[0], sources[numbers[0] - 1])["site"])
+    return [link, _html(site + plus), Token("link_close", "a", -1)]
 
 
 def _card_item(info: dict, snippet: int) -> str:
@@ -306,12 +324,14 @@ def source_info(n: int, source: Any) -> dict:
     }  # fmt: skip
 
 
-def render_sources(sources: Sequence[Any]) -> SafeString:
+def render_sources(sources: Sequence[Any], refs: str = "") -> SafeString:
     """The first sources as chips, then every source with its snippet behind "+N more" (or
-    "Snippets" when all are chips). Titles and snippets escaped, only http(s) links."""
+    "Snippets" when all are chips), each with the id `<refs><n>` a report's chips link to.
+    Titles and snippets escaped, only http(s) links."""
     items = [source_info(n, source) for n, source in enumerate(sources, start=1)]
     return render_to_string(
-        "search/sources.html", {"sources": items, "chips": items[:CHIPS], "more": len(items) - CHIPS}
+        "search/sources.html",
+        {"sources": items, "chips": items[:CHIPS], "more": len(items) - CHIPS, "refs": refs},
     )
 
 
@@ -330,16 +350,21 @@ def _slug(text: str, taken: set[str]) -> str:
     return slug
 
 
-def render_report(markdown: str, sources: Sequence[Any] = ()) -> tuple[str, list[dict]]:
+IN_PAGE = re.compile(r'(<a href="#[^"]*"[^>]*?) target="_blank" rel="noopener noreferrer nofollow">')
+
+
+def render_report(markdown: str, sources: Sequence[Any] = (), refs: str = "") -> tuple[str, list[dict]]:
     """A Deep Research report's HTML (the answers' dialect and sanitizer, headings given stable
     ids and shifted below the question's) and its contents: `[{"level", "text", "id"}]`, level 1
-    for the report's top headings."""
+    for the report's top headings. `refs`: its citations are light chips (_ref_chip) linking the
+    entry's source list, whose items render_sources gave the ids `<refs><n>`; a link within the
+    page opens there, not in a new tab."""
     text = scrub(markdown or "").translate(BIDI)
     note = ""
     if len(text) > MAX_REPORT:
         text, note = text[:MAX_REPORT], "<p><em>(The report is too long to show in full.)</em></p>"
     md = _markdown()
-    env = {"sources": list(sources), "shift": REPORT_SHIFT}
+    env = {"sources": list(sources), "shift": REPORT_SHIFT, "refs": refs}
     tokens = md.parse(text, env)
     toc: list[dict] = []
     taken: set[str] = set()
@@ -350,5 +375,5 @@ def render_report(markdown: str, sources: Sequence[Any] = ()) -> tuple[str, list
             title = " ".join(title.split())[:200] or "Section"
             token.attrSet("id", _slug(title, taken))
             toc.append({"level": int(token.tag[1]) - REPORT_SHIFT, "text": title, "id": token.attrGet("id")})
-    html = md.renderer.render(tokens, md.options, env)
-    return mark_safe(clean(html) + note), toc  # noqa: S308 - nh3 output with our allowlist
+    html = IN_PAGE.sub(r"\1>", clean(md.renderer.render(tokens, md.options, env)))
+    return mark_safe(html + note), toc  # noqa: S308 - nh3 output with our allowlist

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from pplxweb.datadir import private_file, private_folder
-from search import images
+from search import clarifications, images
 from search.attachments import archive as attachment_archive
 from search.history import import_jobs
 from search.history.export import FORMAT
@@ -287,6 +287,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         status="interrupted" if running else item.get("status") or "completed",
         answer=str(item.get("answer") or ""),
         report=str(item.get("report") or ""),
+        clarifications=clarifications.shaped(item.get("clarifications")),
         sources=_shaped(item.get("sources"), SOURCE_KEYS),
         related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
         steps=_shaped(item.get("steps"), STEP_KEYS),

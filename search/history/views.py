@@ -25,6 +25,7 @@ from search.history import query as history
 from search.history.query import Filters, QueryTooLong
 from search.markdown_links import safe_links
 from search.models import Entry, Thread, entry_for, thread_for
+from search.reports import report_filename, report_markdown
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
 
@@ -250,12 +251,14 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
-    """A Deep Research report's Markdown, as a file."""
+    """A Deep Research report's Markdown with its sources, as a file named after its title (for
+    Download, and for Copy report)."""
     entry = entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
-    response = HttpResponse(safe_links(entry.report), content_type="text/markdown; charset=utf-8")
-    return served.download(response, f"pplxweb-report-{entry.pk}.md")
+    markdown = safe_links(report_markdown(entry.report, entry.sources))
+    response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
+    return served.download(response, report_filename(entry.report, entry.question))
 
 
 @require_GET

@@ -10,9 +10,10 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from pplxweb.perplexity.library import Turn, parse_time
-from search import images
+from search import clarifications, images
 from search.models import Entry, LibraryThread, Thread
 from search.render import scrub
+from search.saving import deep
 
 ORIGIN = "perplexity"
 MAX_ANSWER = 8 * 1024 * 1024  # characters of one imported answer (or report)
@@ -103,6 +104,7 @@ def _entry(thread: Thread, user_id: int, turn: Turn, reports: dict[str, str]) ->
         report=report,
         sources=[{k: clean(v)[:2000] for k, v in s.as_dict().items()} for s in turn.sources[:200]],
         related=[clean(q)[:500] for q in turn.related[:20]],
+        clarifications=deep([clarifications.record(a.question, a.answers) for a in turn.clarifying]),
         images=[{"n": n, "error": IMAGE_PENDING} for n, _ in enumerate(turn.images[: images.MAX_PER_ENTRY])],
         model_asked=turn.model,
         model=turn.model,

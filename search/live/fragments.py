@@ -32,8 +32,9 @@ from markdown_it import MarkdownIt
 
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.sources import file_hits
-from search import attachments
-from search.display import model_label, report_context
+from search import attachments, clarifications
+from search.display import model_label, report_context, source_refs
+from search.live import questions
 from search.models import Entry
 from search.render import render_answer, render_sources, scrub
 
@@ -206,7 +207,7 @@ def part_keys(run, final: bool = False) -> dict[str, tuple]:
         "meta": (result.downgraded, run.error, final, running or result.model),  # the model shows at the end
         "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
         "report": (len(result.report), hash(result.report[-64:]), running),
-        "question": _question(run) if running else None,
+        "question": (_question(run) if running else None, _asked(run, running)),
         "files": _cited(run),
     }
 
@@ -276,6 +277,7 @@ def _context(run) -> dict:
         "answered": bool(result.answer),  # Copy is offered only for an answer with text
         "images": run.downloads.records(),
         "question": _question(run) if run.status == Entry.Status.RUNNING else None,
+        "clarified": clarifications.shown(questions.kept(run, final=run.status != Entry.Status.RUNNING)),
         "oob": True,
     }
 
@@ -288,6 +290,11 @@ def _question(run):
     """The clarifying question the run waits on, unless it was answered or skipped here."""
     question = _result(run).question
     return None if question is None or question.key in run.clarified else question
+
+
+def _asked(run, running: bool) -> tuple:
+    """What became of the run's clarifying questions so far."""
+    return tuple((r["key"], r["outcome"]) for r in questions.kept(run, final=not running))
 
 
 def _report_fragment(run, result: Result) -> str:
@@ -322,7 +329,7 @@ def _sources_fragment(entry_id: int, result: Result) -> str:
         "search/sources_fragment.html",
         {
             "entry_id": entry_id,
-            "sources": render_sources(result.sources),
+            "sources": render_sources(result.sources, source_refs(entry_id)),
             "count": len(result.sources),
             "oob": True,
         },

@@ -135,6 +135,7 @@ class Run(RunState):
         if self.snapshot is not None and self.snapshot is not self._extracted:
             self._extracted = self.snapshot
             self.result = extract(self.snapshot, asked=self.asked)
+            questions.noticed(self)  # what it asks is kept with the entry
             if self.first_text_ms is None and self.result.answer:
                 self.first_text_ms = int((time.monotonic() - self.started) * 1000)
             self.downloads.start(self.result.images)  # generated images: their links expire
@@ -386,6 +387,7 @@ def launch(
     if rejoin:
         run.rejoin = entry.backend_uuid
         run.result = outcome.saved_result(entry)  # kept if Perplexity no longer has the run
+        run.clarifications = {r["key"]: r for r in entry.clarifications if r.get("key")}
         run.answer.resync = True  # the page shows the saved part: the first update sends it all
     RUNS[entry.pk] = run
     liveness.keep_watch(RUNS, rejoin_lost)  # its row is swept if the run dies without saving its end

@@ -172,8 +172,12 @@ def test_the_report_downloads_as_markdown_to_its_owner_only(owner_client, member
     from django.test import Client
 
     response = owner_client.get(reverse("search:entry_report", args=[reported.pk]))
-    assert response.status_code == 200 and response["Content-Disposition"].startswith("attachment;")
-    assert response.content.decode() == reported.report
+    assert (
+        response.status_code == 200 and response["Content-Disposition"] == 'attachment; filename="Report.md"'
+    )
+    assert response.content.decode().startswith(
+        reported.report.strip() + "\n\n## Sources\n\n1. [Bread - Wikipedia]"
+    )
     other = Client()
     other.force_login(member)
     assert other.get(reverse("search:entry_report", args=[reported.pk])).status_code == 404
