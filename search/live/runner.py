@@ -21,17 +21,16 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
+from accounts.services import Credential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
 from pplxweb import collector, sockets
-from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
+from pplxweb.perplexity.errors import AuthError, ChallengeError
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import images
 from search.display import mark
 from search.live import asking, fragments, liveness, outcome, questions, terminate
-from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
+from search.live.checks import FORMAT_CHANGED, failure, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
 from search.live.outcome import RunState
 from search.models import Entry
@@ -304,27 +303,12 @@ class Run(RunState):
                 raise
             self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
             terminate.after_stop(self)  # and Perplexity stops too (in the background, bounded)
-        except NoCredential as exc:
-            self.status, self.error = Entry.Status.FAILED, exc.message
-        except RunGone as exc:  # a rejoin after a restart: Perplexity no longer has the run
+        except Exception as exc:
             self._partial(stream)
-            self.status, self.error = Entry.Status.INTERRUPTED, exc.message
-        except DecryptionError as exc:  # a server misconfiguration: the owner's words go to the log
-            log.error("search run for entry %s: %s", self.entry_id, exc)
-            self.status, self.error = Entry.Status.FAILED, UNREADABLE
-        except PerplexityError as exc:
-            self._partial(stream)
-            self.status, self.error = Entry.Status.FAILED, exc.message
+            self.status, self.error = failure(exc, self.entry_id)
             session = self.credential and self.credential.kind != "api_key"
             if isinstance(exc, AuthError | ChallengeError) and session:  # an API key is not the link
                 await database_sync_to_async(mark_auth_problem)(self.credential.account, exc)
-        except Exception:
-            log.exception("search run for entry %s failed", self.entry_id)
-            self._partial(stream)
-            self.status = Entry.Status.FAILED
-            self.error = (
-                "pplxweb hit an error it did not expect; what had arrived is kept. The server log says more."
-            )
         await self.finish()
 
     async def refresh_catalogue(self) -> None:
