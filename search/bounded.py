@@ -1,0 +1,169 @@
+"""markdown-it's rules held to linear time, wrapped at the ruler (its public seam).
+
+Measured on markdown-it-py 4.3 before these wrappers: each `[` that opens no link walked the rest
+of its paragraph (in links nested up to `maxNesting`, 100 deep), so "[a " repeated or 300 KB of
+`[` took seconds to minutes; the inline linkify rule ran a regular expression over all the
+pending text at each `://` ("a ://" repeated: 97 s for 100 KB) and copied the rest of the
+paragraph for each link found; more than 100 nested `>` dropped the text past the 100th.
+
+- A `[` is tried as a link (or `![` as an image) only when a `]` closes it within LABEL_MAX
+  characters and fewer than BRACKET_DEPTH brackets deep (`brackets`: one pass over the
+  paragraph, code spans and escapes aside), and the rule then sees at most LINK_MAX characters
+  past that `]` (destination and title). Any other `[` is text, as an unmatched one is today.
+- `linkify_inline` is markdown-it-py's rule for `scheme://` with the scheme read from the few
+  characters before `://` and linkify-it shown at most URL_MAX characters.
+- `bounded_table` ends a table where its cells (markdown-it-py fills short rows up to the
+  header's columns, 65,536 empty cells a table: a 2 KB table took 7 s) would pass CELLS_PER_CHAR
+  for each character of its rows; the rows after it are a paragraph.
+- `flatten_quotes` keeps at most QUOTE_DEPTH `>` at a line's start (the text stays).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_inline import StateInline
+
+LABEL_MAX = 1000  # a link's text longer than this is shown as text
+BRACKET_DEPTH = 8  # a link inside more brackets than this is shown as text
+LINK_MAX = 4096  # the destination and title of one link
+URL_MAX = 2048  # a bare URL is linked up to this many characters
+QUOTE_DEPTH = 16
+CELLS_PER_CHAR, CELLS_FREE = 8, 512
+
+_MARKS = re.compile(r"\\[\s\S]|`+|[\[\]]")
+_SCHEME = re.compile(r"(?:^|[^a-z0-9.+-])([a-z][a-z0-9.+-]*)$", re.IGNORECASE)
+_QUOTES = re.compile(rf"(?m)^((?:[ \t]{{0,3}}>){{{QUOTE_DEPTH}}})(?:[ \t]*>)+")
+
+
+def flatten_quotes(text: str) -> str:
+    """At most QUOTE_DEPTH `>` at the start of a line: markdown-it drops what lies deeper than
+    its nesting limit."""
+    return _QUOTES.sub(r"\1", text) if ">" in text else text
+
+
+def brackets(src: str) -> dict[int, tuple[int, int]]:
+    """Each `[` of `src` that a `]` closes: {its position: (the `]`'s position, how many
+    brackets deep its label goes)}. Brackets in code spans and escaped ones do not count. One
+    pass: code spans are found as markdown-it finds them (the next run of as many backticks)."""
+    runs: dict[int, list[int]] = {}  # backtick run length -> their positions, in order
+    for m in re.finditer(r"`+", src):
+        runs.setdefault(len(m.group()), []).append(m.start())
+    taken: dict[int, int] = dict.fromkeys(runs, 0)  # per length, how many runs are behind us
+    found: dict[int, tuple[int, int]] = {}
+    stack: list[list[int]] = []  # [position, depth below it]
+    pos = 0
+    while match := _MARKS.search(src, pos):
+        mark, pos = match.group(), match.end()
+        if mark[0] == "`":
+            pos = _code_span_end(runs[len(mark)], taken, len(mark), match.start(), pos)
+        elif mark == "[":
+            stack.append([match.start(), 0])
+        elif mark == "]" and stack:
+            start, depth = stack.pop()
+            found[start] = (match.start(), depth)
+            if stack:
+                stack[-1][1] = max(stack[-1][1], depth + 1)
+    return found
+
+
+def _code_span_end(positions: list[int], taken: dict[int, int], length: int, start: int, end: int) -> int:
+    """Where scanning goes on after a run of `length` backticks at `start`: past the next run
+    as long (a code span), else just after this one."""
+    i = taken[length]
+    while i < len(positions) and positions[i] <= start:
+        i += 1
+    taken[length] = i
+    if i < len(positions):
+        taken[length] = i + 1
+        return positions[i] + length
+    return end
+
+
+def bounded_link(rule: Callable, offset: int) -> Callable:
+    """markdown-it's `link` (offset 0) or `image` (offset 1, after the `!`) rule, tried only
+    where `brackets` finds a short, shallow label."""
+
+    def bounded(state: StateInline, silent: bool) -> bool:
+        start = state.pos + offset
+        if start >= state.posMax or state.src[start] != "[":
+            return False
+        label = _labels(state).get(start)
+        if label is None or label[0] - start > LABEL_MAX or label[1] >= BRACKET_DEPTH:
+            return False
+        maximum = state.posMax
+        state.posMax = min(maximum, label[0] + LINK_MAX)
+        try:
+            return rule(state, silent)
+        finally:
+            state.posMax = maximum
+
+    return bounded
+
+
+def _labels(state: StateInline) -> dict[int, tuple[int, int]]:
+    """`brackets` of the paragraph, computed once (kept in env, beside the paragraph it is for)."""
+    kept = state.env.get("brackets")
+    if kept is None or kept[0] is not state.src:
+        kept = state.env["brackets"] = (state.src, brackets(state.src))
+    return kept[1]
+
+
+def linkify_inline(state: StateInline, silent: bool) -> bool:
+    """markdown-it-py's inline linkify rule (`http://...` in text), in bounded steps."""
+    pos, src = state.pos, state.src
+    if state.linkLevel > 0 or pos + 3 > state.posMax or not src.startswith("://", pos):
+        return False
+    window = src[max(0, pos - 16) : pos]
+    scheme = _SCHEME.search(window)
+    if not scheme or (scheme.start(1) == 0 and pos > 16):
+        return False  # no scheme, or one longer than any linkify-it knows
+    proto = scheme.group(1)
+    if not state.pending.endswith(proto):
+        return False  # the scheme is part of an earlier token
+    link = state.md.linkify.match_at_start(src[pos - len(proto) : min(state.posMax, pos + URL_MAX)])
+    if not link:
+        return False
+    url = link.url.rstrip("*")  # a trailing `*` is emphasis, as markdown-it-py decides
+    full_url = state.md.normalizeLink(url)
+    if not state.md.validateLink(full_url):
+        return False
+    if not silent:
+        state.pending = state.pending[: -len(proto)]
+        token = state.push("link_open", "a", 1)
+        token.attrs = {"href": full_url}
+        token.markup, token.info = "linkify", "auto"
+        token = state.push("text", "", 0)
+        token.content = state.md.normalizeLinkText(url)
+        token = state.push("link_close", "a", -1)
+        token.markup, token.info = "linkify", "auto"
+    state.pos += len(url) - len(proto)
+    return True
+
+
+def bounded_table(rule: Callable) -> Callable:
+    """markdown-it's `table` rule, given only the rows its cells may fill (see the docstring).
+    The rows are walked as the rule walks them (same end, same terminators): once a table."""
+
+    def bounded(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+        if silent or start + 2 >= end:
+            return rule(state, start, end, silent)
+        columns = _text(state, start + 1).strip().strip("|").count("|") + 1
+        terminators = state.md.block.ruler.getRules("table")
+        budget, line = CELLS_FREE, start + 2
+        while line < end and state.sCount[line] >= state.blkIndent and not state.isEmpty(line):
+            if any(terminate(state, line, end, True) for terminate in terminators):
+                break
+            budget += CELLS_PER_CHAR * (len(_text(state, line)) + 1) - columns
+            if budget < 0:
+                break
+            line += 1
+        return rule(state, start, line, silent)
+
+    return bounded
+
+
+def _text(state: StateBlock, line: int) -> str:
+    return state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]]
