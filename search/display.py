@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
+from search import rendered
 from search.attachments import listed
+from search.citations import as_footnotes
 from search.model_names import model_name
 from search.models import Entry
-from search.render import render_answer, render_report, render_sources
+from search.render import render_report, render_sources
 
 
 def catalogue_models(data: dict | None = None) -> dict:
@@ -27,15 +28,10 @@ def model_label(slug: str, models: dict | None = None) -> str:
     return model_name(slug, catalogue_models() if models is None else models)
 
 
-CITATION = re.compile(r"\[(\d{1,3})\]")
-
-
 def answer_markdown(entry: Entry) -> str:
-    """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
-    count = len(entry.sources)
-    text = CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
-    ).strip()
+    """One answer as the Markdown export writes it: citations as footnotes (LaTeX and code as
+    they are), sources under it."""
+    text = as_footnotes(entry.answer, len(entry.sources)).strip()
     notes = [
         f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
         for n, s in enumerate(entry.sources, start=1)
@@ -45,13 +41,13 @@ def answer_markdown(entry: Entry) -> str:
 
 
 def entry_context(entry: Entry) -> dict:
-    report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
+    html = rendered.html(entry)
     return {
-        "report_html": report_html,
-        "report_toc": report_toc,
+        "report_html": mark_safe(html.report),  # noqa: S308 - search.render's output, stored
+        "report_toc": html.toc,
         "entry": entry,
         "model": model_label(entry.model),
-        "answer_html": render_answer(entry.answer, entry.sources),
+        "answer_html": mark_safe(html.answer),  # noqa: S308 - search.render's output, stored
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,

@@ -16,20 +16,13 @@ from django.utils import timezone
 
 from search import images
 from search.attachments import archive as attachment_archive
+from search.citations import as_footnotes
 from search.display import catalogue_models, model_label
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
 READ_BATCH = 200  # threads read per query while exporting
 SEND_SIZE = 256 * 1024  # the export is sent in parts of about this size
-CITATION = re.compile(r"\[(\d{1,3})\]")
-
-
-def _answer_with_footnotes(entry: Entry) -> str:
-    count = len(entry.sources)
-    return CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
-    )
 
 
 def _demoted(report: str) -> str:
@@ -61,7 +54,7 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}*",
             "",
         ]
-        lines += [_answer_with_footnotes(entry).strip() or "*(no answer)*", ""]
+        lines += [as_footnotes(entry.answer, len(entry.sources)).strip() or "*(no answer)*", ""]
         if entry.report:
             lines += ["### Research report", "", _demoted(entry.report).strip(), ""]
         if entry.error:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import date
@@ -16,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import attachments, images
+from search import attachments, citations, images
 from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
@@ -232,8 +231,6 @@ def import_view(request: HttpRequest) -> HttpResponse:
 
 # --- one kept answer: its Markdown, its report, its images ------------------------------------
 
-CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
-
 
 @require_GET
 def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
@@ -241,8 +238,7 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     the sources listed under it); `?citations=0`: the text alone, without them."""
     entry = entry_for(request.user, pk)
     if request.GET.get("citations") == "0":
-        count = len(entry.sources)
-        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+        text = citations.without(entry.answer, len(entry.sources))
     else:
         text = answer_markdown(entry)
     return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
