@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from django.template.loader import render_to_string
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from search import rendered
+from search import citations, rendered
 from search.attachments import listed
-from search.citations import as_footnotes
 from search.model_names import model_name
 from search.models import Entry
-from search.render import render_report, render_sources
+from search.render import render_answer, render_report, render_sources, source_info
 
 
 def catalogue_models(data: dict | None = None) -> dict:
@@ -31,13 +31,30 @@ def model_label(slug: str, models: dict | None = None) -> str:
 def answer_markdown(entry: Entry) -> str:
     """One answer as the Markdown export writes it: citations as footnotes (LaTeX and code as
     they are), sources under it."""
-    text = as_footnotes(entry.answer, len(entry.sources)).strip()
+    text = citations.as_footnotes(entry.answer, len(entry.sources)).strip()
     notes = [
         f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
         for n, s in enumerate(entry.sources, start=1)
         if isinstance(s, dict)
     ]
     return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+
+
+def answer_html_copy(entry: Entry, cited: bool = True) -> str:
+    """One answer as HTML for the clipboard (a mail, a document): its rendered Markdown with
+    citations as numbers and the sources as a numbered list under it; `cited=False`: the text
+    alone. Math stays MathML (word processors take it); Copy's text/plain keeps the LaTeX."""
+    if not cited:
+        return render_answer(citations.without(entry.answer, len(entry.sources)), copy=True)
+    html = render_answer(entry.answer, entry.sources, copy=True)
+    items = [source_info(n, s) for n, s in enumerate(entry.sources, start=1)]
+    listed = "".join(
+        f'<li><a href="{escape(i["url"])}">{escape(i["title"])}</a></li>'
+        if i["url"]
+        else f"<li>{escape(i['title'])}</li>"
+        for i in items
+    )
+    return html + (f"<p><strong>Sources</strong></p><ol>{listed}</ol>" if items else "")
 
 
 def entry_context(entry: Entry) -> dict:

@@ -17,6 +17,7 @@ urlpatterns = [
     path("entry/<int:pk>/reask/", views.reask, name="reask"),
     path("entry/<int:pk>/image/<int:n>/", history_views.image, name="image"),
     path("entry/<int:pk>/answer.md", history_views.entry_markdown, name="entry_markdown"),
+    path("entry/<int:pk>/answer.html", history_views.entry_copy_html, name="entry_copy_html"),
     path("entry/<int:pk>/report.md", history_views.entry_report, name="entry_report"),
     path("attachments/", attachment_views.attach, name="attach"),
     path("attachment/<int:pk>/", attachment_views.download, name="attachment"),

@@ -16,7 +16,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from search import attachments, citations, images
-from search.display import answer_markdown, catalogue_models, model_label
+from search.display import answer_html_copy, answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
@@ -242,6 +242,14 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         text = answer_markdown(entry)
     return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+
+
+@require_GET
+def entry_copy_html(request: HttpRequest, pk: int) -> HttpResponse:
+    """One answer as HTML, for Copy's text/html beside answer.md's text: `?citations=0` as there."""
+    entry = entry_for(request.user, pk)
+    html = answer_html_copy(entry, cited=request.GET.get("citations") != "0")
+    return HttpResponse(html, content_type="text/html; charset=utf-8")
 
 
 @require_GET
