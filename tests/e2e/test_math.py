@@ -124,7 +124,10 @@ async def screenshots(page, name: str) -> None:
     """The math answer (its heading at the top) and the end of the long one, at desktop and
     phone size, light and dark; the page never scrolls sideways."""
     ARTIFACTS.mkdir(exist_ok=True)
-    for size, viewport in (("desktop", {"width": 1280, "height": 800}), ("phone", {"width": 390, "height": 844})):
+    for size, viewport in (
+        ("desktop", {"width": 1280, "height": 800}),
+        ("phone", {"width": 390, "height": 844}),
+    ):
         await page.set_viewport_size(viewport)
         wide = await page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
         assert not wide, f"the page scrolls sideways at {size} size"
