@@ -8,8 +8,9 @@ paragraph for each link found; more than 100 nested `>` dropped the text past th
 
 - A `[` is tried as a link (or `![` as an image) only when a `]` closes it within LABEL_MAX
   characters and fewer than BRACKET_DEPTH brackets deep (`brackets`: one pass over the
-  paragraph, code spans and escapes aside), and the rule then sees at most LINK_MAX characters
-  past that `]` (destination and title). Any other `[` is text, as an unmatched one is today.
+  paragraph, code spans and escapes aside) and is followed by `(` with a `)` within LINK_MAX
+  characters (no reference definitions: nothing else makes a link); the rule then sees at most
+  LINK_MAX characters past that `]`. Any other `[` is text, as an unmatched one was.
 - `linkify_inline` is markdown-it-py's rule for `scheme://` with the scheme read from the few
   characters before `://` and linkify-it shown at most URL_MAX characters.
 - `bounded_table` ends a table where its cells (markdown-it-py fills short rows up to the
@@ -28,7 +29,7 @@ from markdown_it.rules_inline import StateInline
 
 LABEL_MAX = 1000  # a link's text longer than this is shown as text
 BRACKET_DEPTH = 8  # a link inside more brackets than this is shown as text
-LINK_MAX = 4096  # the destination and title of one link
+LINK_MAX = 2048  # the destination and title of one link
 URL_MAX = 2048  # a bare URL is linked up to this many characters
 QUOTE_DEPTH = 16
 CELLS_PER_CHAR, CELLS_FREE = 8, 512
@@ -93,6 +94,9 @@ def bounded_link(rule: Callable, offset: int) -> Callable:
         label = _labels(state).get(start)
         if label is None or label[0] - start > LABEL_MAX or label[1] >= BRACKET_DEPTH:
             return False
+        close = _next_close(state, label[0] + 1)
+        if state.src[label[0] + 1 : label[0] + 2] != "(" or close < 0 or close > label[0] + LINK_MAX:
+            return False  # with no reference definitions, only `](...)` makes a link
         maximum = state.posMax
         state.posMax = min(maximum, label[0] + LINK_MAX)
         try:
@@ -109,6 +113,16 @@ def _labels(state: StateInline) -> dict[int, tuple[int, int]]:
     if kept is None or kept[0] is not state.src:
         kept = state.env["brackets"] = (state.src, brackets(state.src))
     return kept[1]
+
+
+def _next_close(state: StateInline, pos: int) -> int:
+    """The first `)` from `pos` (remembered: links are tried left to right)."""
+    kept = state.env.get("next_close")
+    if kept and kept[0] is state.src and kept[1] <= pos and (kept[2] < 0 or pos <= kept[2]):
+        return kept[2]
+    found = state.src.find(")", pos)
+    state.env["next_close"] = (state.src, pos, found)
+    return found
 
 
 def linkify_inline(state: StateInline, silent: bool) -> bool:
@@ -148,8 +162,8 @@ def bounded_table(rule: Callable) -> Callable:
     The rows are walked as the rule walks them (same end, same terminators): once a table."""
 
     def bounded(state: StateBlock, start: int, end: int, silent: bool) -> bool:
-        if silent or start + 2 >= end:
-            return rule(state, start, end, silent)
+        if silent or start + 2 >= end or not rule(state, start, end, True):
+            return rule(state, start, end, silent)  # no table starts here: the rule says so at once
         columns = _text(state, start + 1).strip().strip("|").count("|") + 1
         terminators = state.md.block.ruler.getRules("table")
         budget, line = CELLS_FREE, start + 2

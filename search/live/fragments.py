@@ -217,8 +217,9 @@ def open_math(tail: str) -> int:
     for line in MATH_LINE.finditer(tail):
         text = line.group().strip()
         if start < 0:
-            opener = text[:2]
-            rest = text[2:]
+            opener, rest = text[:2], text[2:]
+            if opener not in MATH_CLOSERS:
+                continue  # a line that only closes
             if rest.find(MATH_CLOSERS[opener]) == len(rest) - 2 >= 0:
                 continue  # "$$ x $$": closed on its line
             start, closer = line.start(), MATH_CLOSERS[opener]
