@@ -106,23 +106,34 @@ def test_html_inside_math_is_never_markup(latex):
         assert "href" not in html and "style" not in html
 
 
+LATEX_PIECES = [
+    "\\frac{", "}", "{", "\\text{", "<", ">", "&", "\\", "^", "_", "x", "\\sqrt[", "]", "\\left(",
+    "\\right)", "\\begin{matrix}", "\\end{matrix}", "&&", "\\\\", "$", "\\href{", "javascript:",
+    "<script>", '"', "'", " ", "\n", "\\color{red}", "\\mathbb{R}", "%",
+]  # fmt: skip
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.sampled_from(
-            ["\\frac{", "}", "{", "\\text{", "<", ">", "&", "\\", "^", "_", "x", "\\sqrt[", "]", "\\left(",
-             "\\right)", "\\begin{matrix}", "\\end{matrix}", "&&", "\\\\", "$", "\\href{", "javascript:",
-             "<script>", "\"", "'", " ", "\n", "\\color{red}", "\\mathbb{R}", "%"]
-        ),  # fmt: skip
-        max_size=14,
-    ).map("".join),
+    st.lists(st.sampled_from(LATEX_PIECES), max_size=14).map("".join),
     st.sampled_from(["$${}$$", "\\[{}\\]", "\\({}\\)", "${}$", "$$\n{}\n$$"]),
 )
 def test_any_latex_renders_to_allowed_mathml_or_code(latex, form):
     html = render_answer(form.replace("{}", latex), SOURCES)
     assert problems(html) == [], html
     for tag in re.findall(r"<([a-z][\w-]*)", html):
-        assert tag in MATH_TAGS or tag in {"p", "pre", "code", "br", "a", "span", "em", "strong", "del", "s"}, tag
+        assert tag in MATH_TAGS or tag in {
+            "p",
+            "pre",
+            "code",
+            "br",
+            "a",
+            "span",
+            "em",
+            "strong",
+            "del",
+            "s",
+        }, tag
 
 
 def test_copy_and_exports_keep_latex_and_code_as_they_are():
@@ -130,7 +141,9 @@ def test_copy_and_exports_keep_latex_and_code_as_they_are():
     assert as_footnotes(text, 3) == (
         "Root \\(\\sqrt[3]{x}\\) and $$a[2]$$ and `b[1]` cited [^1][^2].\n\n```\nc[3]\n```\n\nEnd [^3]."
     )
-    assert without(text, 3) == "Root \\(\\sqrt[3]{x}\\) and $$a[2]$$ and `b[1]` cited.\n\n```\nc[3]\n```\n\nEnd."
+    assert (
+        without(text, 3) == "Root \\(\\sqrt[3]{x}\\) and $$a[2]$$ and `b[1]` cited.\n\n```\nc[3]\n```\n\nEnd."
+    )
     # a price is no math: the citation after it is a footnote all the same
     assert as_footnotes("Costs $5 [1] and $10 [2].", 2) == "Costs $5 [^1] and $10 [^2]."
 
