@@ -88,12 +88,11 @@ def _line(state: StateBlock, line: int) -> str:
 
 
 def math_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
-    if state.sCount[start] - state.blkIndent >= 4:
+    begin = state.bMarks[start] + state.tShift[start]
+    if state.src[begin : begin + 2] not in _CLOSERS or state.sCount[start] - state.blkIndent >= 4:
         return False
     text = _line(state, start)
-    opener = next((o for o in _CLOSERS if text.startswith(o)), None)
-    if opener is None:
-        return False
+    opener = text[:2]
     closer = _CLOSERS[opener]
     rest = text[len(opener) :].rstrip()
     first = rest.find(closer)

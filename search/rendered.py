@@ -1,5 +1,6 @@
-"""A saved entry's HTML, rendered once: when a live answer ends (search.live.runner), else at the
-first page that shows it (an import, an upgrade), and kept in search_rendered with a key of what
+"""A saved entry's HTML, rendered once: when a live answer ends (search.live.runner) or a long
+imported one is saved (`keep_large`), else at the first page that shows it (a short imported
+answer, an upgrade), and kept in search_rendered with a key of what
 it was made from (answer, report, sources, render.RENDERER). A page load reads it back; a
 change of any of these (a redo, a sync, a new renderer) renders it again, once. `manage.py
 render_answers` renders every missing or stale one ahead of the pages.
@@ -20,6 +21,8 @@ from search.models import Entry, Rendered
 from search.render import RENDERER, render_answer, render_report
 
 log = logging.getLogger(__name__)
+AHEAD = 32 * 1024  # an imported answer this long is rendered when saved; a shorter one (tens of
+# milliseconds) at the first page that shows it, so imports stay as fast as they were
 
 
 @dataclass
@@ -74,6 +77,13 @@ def html(entry: Entry) -> Html:
         found = make(entry)
         store(entry, found)
     return found
+
+
+def keep_large(entries: list[Entry]) -> None:
+    """Imported entries (just saved): the long ones rendered and stored now."""
+    for entry in entries:
+        if len(entry.answer) + len(entry.report) >= AHEAD:
+            store(entry, make(entry))
 
 
 async def keep(entry_id: int) -> None:

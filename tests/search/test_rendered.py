@@ -55,7 +55,7 @@ def page(client, entry) -> str:
 def test_a_saved_answer_is_rendered_once_and_read_back_after(owner_client, saved, renders):
     first = page(owner_client, saved)
     assert renders == [saved.pk]
-    assert '<h3>Rising</h3>' in first and '<math display="block">' in first and 'class="cite"' in first
+    assert "<h3>Rising</h3>" in first and '<math display="block">' in first and 'class="cite"' in first
     stored = Rendered.objects.get(entry=saved)
     assert stored.answer in first and stored.key == rendered.key(saved)
     for _ in range(3):
@@ -63,7 +63,9 @@ def test_a_saved_answer_is_rendered_once_and_read_back_after(owner_client, saved
     assert renders == [saved.pk]  # no render on the later loads
 
 
-def test_a_changed_answer_sources_or_renderer_renders_it_again_once(owner_client, saved, renders, monkeypatch):
+def test_a_changed_answer_sources_or_renderer_renders_it_again_once(
+    owner_client, saved, renders, monkeypatch
+):
     page(owner_client, saved)
     saved.answer += " More."
     saved.save()
@@ -118,7 +120,7 @@ def test_copy_html_has_the_answer_numbered_citations_and_the_sources(owner_clien
     response = owner_client.get(url)
     assert response["Content-Type"] == "text/html; charset=utf-8"
     html = response.content.decode()
-    assert "<sup><a href=\"https://en.wikipedia.org/wiki/Bread\"" in html and ">[1]</a>" in html
+    assert '<sup><a href="https://en.wikipedia.org/wiki/Bread"' in html and ">[1]</a>" in html
     assert "cite-card" not in html and "<math" in html and "<strong>yeast</strong>" in html
     assert '<ol><li><a href="https://en.wikipedia.org/wiki/Bread">Bread - Wikipedia</a></li>' in html
     bare = owner_client.get(url + "?citations=0").content.decode()
@@ -130,3 +132,12 @@ def test_copy_html_has_the_answer_numbered_citations_and_the_sources(owner_clien
 def test_copy_html_is_the_owners_only(client, member, saved):
     client.force_login(member)
     assert client.get(reverse("search:entry_copy_html", args=[saved.pk])).status_code == 404
+
+
+def test_a_long_imported_answer_is_rendered_when_saved(owner, saved, renders):
+    from search.rendered import AHEAD, keep_large
+
+    saved.answer = "Long. " * (AHEAD // 6 + 1)
+    short = Entry.objects.create(thread=saved.thread, question="short", status="completed", answer="Short.")
+    keep_large([saved, short])  # as both imports call it on what they saved
+    assert renders == [saved.pk] and Rendered.objects.get().entry_id == saved.pk
