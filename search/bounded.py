@@ -16,6 +16,9 @@ paragraph for each link found; more than 100 nested `>` dropped the text past th
 - `bounded_table` ends a table where its cells (markdown-it-py fills short rows up to the
   header's columns, 65,536 empty cells a table: a 2 KB table took 7 s) would pass CELLS_PER_CHAR
   for each character of its rows; the rows after it are a paragraph.
+- `plain_run` takes a run of characters no inline rule starts at (`]`, `>`, `=`, ...) as text in
+  one step, as `unclosed` does a run of `[` that nothing closes: one by one, each went through
+  every inline rule (1 MB of `[` or of `]`: about 30 s).
 - `flatten_quotes` keeps at most QUOTE_DEPTH `>` at a line's start (the text stays).
 """
 
@@ -27,14 +30,19 @@ from collections.abc import Callable
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
 
+from search.latex import dollar_math, next_from
+
 LABEL_MAX = 1000  # a link's text longer than this is shown as text
 BRACKET_DEPTH = 8  # a link inside more brackets than this is shown as text
 LINK_MAX = 2048  # the destination and title of one link
 URL_MAX = 2048  # a bare URL is linked up to this many characters
 QUOTE_DEPTH = 16
+PLAIN = frozenset("]>=^{}%#+-@")  # terminators of markdown-it's text rule that no inline rule uses
 CELLS_PER_CHAR, CELLS_FREE = 8, 512
 
-_MARKS = re.compile(r"\\[\s\S]|`+|[\[\]]")
+_DESTINATION = re.compile(r"\((?:[^()\s\\]|\\.|\([^()\s]*\))*\)")
+_MARKS = re.compile(r"\\[\s\S]|`+|\[+|\]+|\$\$?")
+_MATH = {"\\(": "\\)", "\\[": "\\]", "$$": "$$", "$": "$"}
 _SCHEME = re.compile(r"(?:^|[^a-z0-9.+-])([a-z][a-z0-9.+-]*)$", re.IGNORECASE)
 _QUOTES = re.compile(rf"(?m)^((?:[ \t]{{0,3}}>){{{QUOTE_DEPTH}}})(?:[ \t]*>)+")
 
@@ -47,33 +55,45 @@ def flatten_quotes(text: str) -> str:
 
 def brackets(src: str) -> dict[int, tuple[int, int]]:
     """Each `[` of `src` that a `]` closes: {its position: (the `]`'s position, how many
-    brackets deep its label goes)}. Brackets in code spans and escaped ones do not count. One
-    pass: code spans are found as markdown-it finds them (the next run of as many backticks)."""
+    brackets deep its label goes)}. Brackets in code spans, escaped ones and those in a link's
+    `(destination)` or math do not count. One pass, runs of brackets taken whole; code spans are found
+    as markdown-it finds them (the next run of as many backticks)."""
     runs: dict[int, list[int]] = {}  # backtick run length -> their positions, in order
     for m in re.finditer(r"`+", src):
         runs.setdefault(len(m.group()), []).append(m.start())
     taken: dict[int, int] = dict.fromkeys(runs, 0)  # per length, how many runs are behind us
     found: dict[int, tuple[int, int]] = {}
-    stack: list[list[int]] = []  # [position, depth below it]
+    memo: dict = {}
+    opens: list[int] = []  # the `[` not closed yet, and how deep below each the brackets go
+    depths: list[int] = []
     pos = 0
     while match := _MARKS.search(src, pos):
-        mark, pos = match.group(), match.end()
+        mark, at, pos = match.group(), match.start(), match.end()
         if mark[0] == "`":
-            pos = _code_span_end(runs[len(mark)], taken, len(mark), match.start(), pos)
-        elif mark == "[":
-            stack.append([match.start(), 0])
-        elif mark == "]" and stack:
-            start, depth = stack.pop()
-            found[start] = (match.start(), depth)
-            if stack:
-                stack[-1][1] = max(stack[-1][1], depth + 1)
+            pos = _code_span_end(runs.get(len(mark), []), taken, len(mark), at, pos)
+        elif mark in _MATH:  # math is one token to markdown-it, as code is
+            closer = _MATH[mark]
+            end = next_from(memo, src, closer, pos)
+            if end > pos and (mark != "$" or dollar_math(src, src[pos:end], end)):
+                pos = end + len(closer)
+        elif mark[0] == "[":
+            opens.extend(range(at, pos))
+            depths.extend([0] * len(mark))
+        elif mark[0] == "]":
+            for close in range(at, min(pos, at + len(opens))):
+                depth = depths.pop()
+                found[opens.pop()] = (close, depth)
+                if depths:
+                    depths[-1] = max(depths[-1], depth + 1)
+            if destination := _DESTINATION.match(src, pos):
+                pos = destination.end()  # `](url)`: its brackets are the link's, not text
     return found
 
 
 def _code_span_end(positions: list[int], taken: dict[int, int], length: int, start: int, end: int) -> int:
     """Where scanning goes on after a run of `length` backticks at `start`: past the next run
     as long (a code span), else just after this one."""
-    i = taken[length]
+    i = taken.get(length, 0)
     while i < len(positions) and positions[i] <= start:
         i += 1
     taken[length] = i
@@ -91,7 +111,10 @@ def bounded_link(rule: Callable, offset: int) -> Callable:
         start = state.pos + offset
         if start >= state.posMax or state.src[start] != "[":
             return False
-        label = _labels(state).get(start)
+        labels = _labels(state)
+        label = labels.get(start)
+        if label is None and offset == 0 and not silent:
+            return _unclosed_run(state, labels)
         if label is None or label[0] - start > LABEL_MAX or label[1] >= BRACKET_DEPTH:
             return False
         close = _next_close(state, label[0] + 1)
@@ -105,6 +128,32 @@ def bounded_link(rule: Callable, offset: int) -> Callable:
             state.posMax = maximum
 
     return bounded
+
+
+def plain_run(state: StateInline, silent: bool) -> bool:
+    """A run of PLAIN characters as text (not when a label is being measured: there each `]`
+    counts)."""
+    pos, src = state.pos, state.src
+    if silent or src[pos] not in PLAIN:
+        return False
+    end = pos + 1
+    while end < state.posMax and src[end] in PLAIN:
+        end += 1
+    state.append_pending(src[pos:end])
+    state.pos = end
+    return True
+
+
+def _unclosed_run(state: StateInline, labels: dict) -> bool:
+    """A run of `[` that nothing closes, as text in one step. None of them can start a link or
+    be inside one's label (a label's brackets all close): the text is what markdown-it made of
+    them one by one."""
+    end, src = state.pos + 1, state.src
+    while end < state.posMax and src[end] == "[" and end not in labels:
+        end += 1
+    state.append_pending(src[state.pos : end])
+    state.pos = end
+    return True
 
 
 def _labels(state: StateInline) -> dict[int, tuple[int, int]]:

@@ -33,7 +33,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from search.bounded import bounded_link, bounded_table, flatten_quotes, linkify_inline
+from search.bounded import bounded_link, bounded_table, flatten_quotes, linkify_inline, plain_run
 from search.latex import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
 
 RENDERER = 2  # 1: before math, bounded rules and headings that never skip a level
@@ -291,6 +291,7 @@ def _markdown() -> MarkdownIt:
     md.inline.ruler.at("link", bounded_link(link, 0))
     md.inline.ruler.at("image", bounded_link(image, 1))
     md.inline.ruler.at("linkify", linkify_inline)
+    md.inline.ruler.after("text", "plain_run", plain_run)
     md.block.ruler.at("table", bounded_table(table))
     md.use(math_plugin)
     md.add_render_rule("image", _image_as_link)

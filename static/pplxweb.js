@@ -319,6 +319,7 @@ const copyBoth = async (textUrl, htmlUrl) => {
   });
   const text = fetched(textUrl);
   const html = fetched(htmlUrl);
+  html.catch(() => {});  // the text's failure is the one reported
   if (navigator.clipboard && window.isSecureContext && window.ClipboardItem) {
     const blob = (promise, type) => promise.then((body) => new Blob([body], { type }));
     try {

@@ -40,6 +40,9 @@ from search.render import render_answer, render_sources, scrub
 # LONG_TAIL characters, then at most every TAIL_EVERY seconds, and every TAIL_RENDER_EVERY over BIG_TAIL.
 LONG_TAIL, TAIL_EVERY = 300, 0.25
 BIG_TAIL, TAIL_RENDER_EVERY = 4096, 1.0
+# ... and, once a render took over SLOW_TAIL seconds (one huge hostile block), never sooner than
+# TAIL_SHARE times that: the tail then takes at most a tenth of the event loop's time
+SLOW_TAIL, TAIL_SHARE = 0.2, 10
 CITED = re.compile(r"\[\d{1,3}\]")
 MATH_LINE = re.compile(r"(?m)^[ \t]*(?:\$\$|\\\[).*$|^.*(?:\$\$|\\\])[ \t]*$")  # opens or closes a block
 MATH_CLOSERS = {"$$": "$$", "\\[": "\\]"}
@@ -82,6 +85,7 @@ class AnswerStream:
     tail_sent: str = ""  # markdown after `committed` already in the browser's tail
     tail_shown: str = ""  # what the browser shows of it (unclosed `**` closed)
     tail_rendered_at: float = 0.0
+    tail_took: float = 0.0  # seconds the last render of the tail took
     sources_key: tuple = ()
     blocks_sources_key: tuple = ()
     html_sent: list[str] = field(default_factory=list)
@@ -121,12 +125,15 @@ class AnswerStream:
             return [*fragments, self._tail("")] if reset or self.tail_shown else fragments
         shown = settled(tail)
         wait = TAIL_RENDER_EVERY if len(tail) > BIG_TAIL else TAIL_EVERY if len(tail) > LONG_TAIL else 0.0
+        if self.tail_took > SLOW_TAIL:
+            wait = max(wait, TAIL_SHARE * self.tail_took)
         if (shown != self.tail_shown or reset) and (reset or now - self.tail_rendered_at >= wait):
             html = render_answer(shown, sources, cards=False, outline=list(self.outline)) if shown else ""
             fragments.append(self._tail(html))
             # what the browser has of the text: the settled part, less the markers it closed
             self.tail_sent = tail[: len(shown.rstrip("*`"))] if shown else ""
             self.tail_shown, self.tail_rendered_at = shown, now
+            self.tail_took = time.monotonic() - now
         return fragments
 
     def _may_split(self, text: str, tail: str, now: float) -> bool:
