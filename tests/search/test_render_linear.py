@@ -148,7 +148,9 @@ def reference():
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from([*PIECES, "b", "c", "x](y)", "](http://a.io)", " "]), max_size=30).map("".join))
+@given(
+    st.lists(st.sampled_from([*PIECES, "b", "c", "x](y)", "](http://a.io)", " "]), max_size=30).map("".join)
+)
 def test_the_bounds_change_nothing_in_ordinary_text(text):
     """Short of its limits (a link's 1,000 characters, 8 brackets deep, ...), the bounded renderer
     makes what markdown-it makes. Known difference: a bare URL ending in a backslash before a
@@ -159,6 +161,7 @@ def test_the_bounds_change_nothing_in_ordinary_text(text):
     env = {"sources": [], "outline": [], "level": 1}
     ours = _markdown().render(text, env)
     theirs = reference().render(text)
+
     def strip(html: str) -> str:  # table alignment as classes, headings outlined
         return re.sub(r"<(/?)h\d", r"<\1h", re.sub(r' (style|class)="[^"]*"', "", html))
 
