@@ -256,3 +256,17 @@ def thread_for(user, pk: int) -> Thread:
 def entry_for(user, pk: int) -> Entry:
     """Someone's own entry, or 404."""
     return get_object_or_404(Entry, pk=pk, thread__user=user)
+
+
+class Rendered(models.Model):
+    """An entry's answer and report as the page shows them, rendered once (search/rendered.py):
+    valid while `key` matches the entry's text, sources and the renderer's version."""
+
+    entry = models.OneToOneField(Entry, on_delete=models.CASCADE, primary_key=True, related_name="rendered")
+    key = models.CharField(max_length=40)
+    answer = models.TextField(blank=True)
+    report = models.TextField(blank=True)
+    toc = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"rendered entry {self.entry_id}"

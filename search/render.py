@@ -3,14 +3,17 @@
 Perplexity's text is hostile input: markdown-it's `js-default` preset (no raw HTML), no link
 reference definitions (the model cannot redefine `[1]`), images shown as links (no tracking
 pixels), citations `[n]` linked to the n-th source only when that source is http(s), code
-highlighted by Pygments with classes, and nh3 as the last word with a tight allowlist.
+highlighted by Pygments with classes (common languages, blocks up to HIGHLIGHT_MAX), math as
+MathML (search/latex.py), and nh3 as the last word with a tight allowlist. Rendering takes time
+linear in the text (search/bounded.py says how); RENDERER is the version stored with saved HTML
+(search/rendered.py): raise it whenever what this module makes for a given text changes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,13 +24,19 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from linkify_it import LinkifyIt
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import table
 from markdown_it.rules_core import StateCore
+from markdown_it.rules_inline import image, link
 from markdown_it.token import Token
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from search.bounded import bounded_link, bounded_table, flatten_quotes, linkify_inline, plain_run
+from search.latex import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
+
+RENDERER = 2  # 1: before math, bounded rules and headings that never skip a level
 MAX_MARKDOWN = 1024 * 1024  # a longer answer is cut (with a note) rather than hang a page
 BIDI = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F])
 CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -43,9 +52,20 @@ ATTRIBUTES = {
     "pre": {"class"},
     "code": {"class"},
     **{f"h{n}": {"id"} for n in range(1, 7)},  # a report's headings, for its contents list
+    **MATH_ATTRIBUTES,
 }
+TAGS |= MATH_TAGS
 PUNCTUATION = re.compile(r"[.,;:!?)\]\u2019\u201d\u00bb]+")  # what follows a citation on its line
-HEADING_SHIFT = 2  # the question is an h2: an answer's `#` is an h3
+ANSWER_LEVEL = 3  # the question is an h2: an answer's first heading is an h3
+# Pygments' lexers are regular expressions, some slow on hostile text: only these, on blocks up
+# to HIGHLIGHT_MAX characters; other code is shown plain.
+HIGHLIGHT_MAX = 20_000
+LEXERS = {
+    "python", "py", "javascript", "js", "typescript", "ts", "json", "bash", "sh", "shell", "zsh",
+    "console", "html", "xml", "css", "sql", "c", "cpp", "c++", "java", "kotlin", "go", "rust", "ruby",
+    "php", "csharp", "c#", "swift", "yaml", "yml", "toml", "ini", "diff", "r", "matlab", "latex",
+    "tex", "markdown", "md", "dockerfile", "makefile", "powershell", "scala", "haskell", "lua",
+}  # fmt: skip
 
 
 def scrub(text: str) -> str:
@@ -70,14 +90,24 @@ def _source_url(source: Any) -> str:
     return safe_url(url)
 
 
-def _highlight(code: str, lang: str, attrs: str) -> str:
+@cache
+def _formatter() -> HtmlFormatter:
+    return HtmlFormatter(nowrap=True)  # made once: its style sheet took 1 ms a code block
+
+
+@cache
+def _lexer(name: str):
     try:
-        lexer = get_lexer_by_name((lang or "").strip().split()[0]) if lang.strip() else None
+        return get_lexer_by_name(name) if name in LEXERS else None
     except ClassNotFound:
-        lexer = None
-    if lexer is None:
+        return None
+
+
+def _highlight(code: str, lang: str, attrs: str) -> str:
+    lexer = _lexer((lang or "").strip().split()[0].lower()) if (lang or "").strip() else None
+    if lexer is None or len(code) > HIGHLIGHT_MAX:
         return ""  # markdown-it escapes and wraps it itself
-    body = highlight(code, lexer, HtmlFormatter(nowrap=True))
+    body = highlight(code, lexer, _formatter())
     return f'<pre class="highlight"><code>{body}</code></pre>\n'
 
 
@@ -103,12 +133,25 @@ def _table_alignment(state: StateCore) -> None:
                 token.attrSet("class", f"align-{match.group(1)}")
 
 
-def _shift_headings(state: StateCore) -> None:
-    """Headings sit below the question's level (`#` -> h3 in an answer), h6 at most."""
-    shift = state.env.get("shift", HEADING_SHIFT)
+def _outline_headings(state: StateCore) -> None:
+    """Headings placed under the page's own (axe: heading-order): the first at `level` (h3 in an
+    answer), each deeper one a single level below the heading it falls under, whatever the
+    Markdown skipped ("## a" then "#### b": h3, h4), h6 at most. `outline` carries the headings
+    still open ([(Markdown level, page level)]) from one render to the next (the live path's
+    blocks)."""
+    base = state.env.get("level", ANSWER_LEVEL)
+    stack = state.env.setdefault("outline", [])
+    tag = ""
     for token in state.tokens:
-        if token.type in ("heading_open", "heading_close"):
-            token.tag = f"h{min(6, int(token.tag[1]) + shift)}"
+        if token.type == "heading_open":
+            level = int(token.tag[1])
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            page = min(6, stack[-1][1] + 1 if stack else base)
+            stack.append((level, page))
+            token.tag = tag = f"h{page}"
+        elif token.type == "heading_close":
+            token.tag = tag
 
 
 def _citations(state: StateCore) -> None:
@@ -117,6 +160,12 @@ def _citations(state: StateCore) -> None:
     if not sources:
         return
     cards, refs = state.env.get("cards", True), state.env.get("refs", "")
+    if refs:  # a report's light chips
+        chip = lambda infos: _ref_chip(infos, refs)  # noqa: E731
+    elif state.env.get("copy"):  # the clipboard's numbers
+        chip = _numbered
+    else:
+        chip = lambda infos: _chip(infos, cards)  # noqa: E731
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue
@@ -128,11 +177,11 @@ def _citations(state: StateCore) -> None:
             if token.type != "text" or in_link or "[" not in token.content:
                 children.append(token)
                 continue
-            children += _split_citations(token, sources, cards, refs)
+            children += _split_citations(token, sources, chip, hold=not refs)
         block.children = children
 
 
-def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True, refs: str = "") -> list[Token]:
+def _split_citations(token: Token, sources: Sequence[Any], chip: Callable, hold: bool = True) -> list[Token]:
     """Each `[n]` with an http(s) source becomes a chip: the site's name, and a card with the
     title, site and snippet shown on hover or focus. Several standing together ("[1][2]") are
     one chip, as on Perplexity: the first site's name and "+1", linking the first, its card
@@ -153,12 +202,9 @@ def _split_citations(token: Token, sources: Sequence[Any], cards: bool = True, r
         if run[0].start() > last:
             out.append(_text(token.content[last : run[0].start()]))
         numbers = list(dict.fromkeys(int(m.group(1)) for m in run))  # "[1][1]" is one
-        if refs:
-            chips = _ref_chip(numbers, sources, refs)
-        else:
-            chips = _chip([source_info(n, sources[n - 1]) for n in numbers], cards)
+        chips = chip([source_info(n, sources[n - 1]) for n in numbers])
         last = run[-1].end()
-        punctuation = None if refs else PUNCTUATION.match(token.content, last)
+        punctuation = PUNCTUATION.match(token.content, last) if hold else None
         if punctuation:
             chips = [_html('<span class="cite-run">'), *chips, _text(punctuation.group()), _html("</span>")]
             last = punctuation.end()
@@ -198,17 +244,27 @@ def _chip(infos: list[dict], cards: bool = True) -> list[Token]:
     return [_html('<span class="cite-group">'), link, _html(site), close, _html(f"{card}</span>")]
 
 
-def _ref_chip(numbers: list[int], sources: Sequence[Any], refs: str) -> list[Token]:
+def _ref_chip(infos: list[dict], refs: str) -> list[Token]:
     """A report's chip, light (a report cites hundreds of times): the first site's name (and "+1"
     for more cited with it) linking that source in the entry's list (`#<refs><n>`, render_sources),
     the numbers in `data-cite`. static/report.js makes it a chip as an answer's, from that list."""
     link = Token("link_open", "a", 1)
-    link.attrs = {"href": f"#{refs}{numbers[0]}", "class": "cite"}
-    if len(numbers) > 1:
-        link.attrs["data-cite"] = " ".join(map(str, numbers))
-    plus = f'<span class="cite-more">+{len(numbers) - 1}</span>' if len(numbers) > 1 else ""
-    site = escape(source_info(numbers[0], sources[numbers[0] - 1])["site"])
-    return [link, _html(site + plus), Token("link_close", "a", -1)]
+    link.attrs = {"href": f"#{refs}{infos[0]['n']}", "class": "cite"}
+    if len(infos) > 1:
+        link.attrs["data-cite"] = " ".join(str(info["n"]) for info in infos)
+    plus = f'<span class="cite-more">+{len(infos) - 1}</span>' if len(infos) > 1 else ""
+    return [link, _html(escape(infos[0]["site"]) + plus), Token("link_close", "a", -1)]
+
+
+def _numbered(infos: list[dict]) -> list[Token]:
+    """Copied citations: "[1][2]" as superscript numbers linking their sources (a mail or a
+    document has no hover cards), numbered like the list of sources under the answer."""
+    out = [_html("<sup>")]
+    for info in infos:
+        link = Token("link_open", "a", 1)
+        link.attrs = {"href": info["url"]}
+        out += [link, _text(f"[{info['n']}]"), Token("link_close", "a", -1)]
+    return [*out, _html("</sup>")]
 
 
 def _card_item(info: dict, snippet: int) -> str:
@@ -250,9 +306,15 @@ def _markdown() -> MarkdownIt:
     md.linkify = _Linkify()
     md.disable(["reference"])
     md.enable(["table", "strikethrough"])
+    md.inline.ruler.at("link", bounded_link(link, 0))
+    md.inline.ruler.at("image", bounded_link(image, 1))
+    md.inline.ruler.at("linkify", linkify_inline)
+    md.inline.ruler.after("text", "plain_run", plain_run)
+    md.block.ruler.at("table", bounded_table(table))
+    md.use(math_plugin)
     md.add_render_rule("image", _image_as_link)
     md.core.ruler.push("citations", _citations)
-    md.core.ruler.push("shift_headings", _shift_headings)
+    md.core.ruler.push("outline_headings", _outline_headings)
     md.core.ruler.push("table_alignment", _table_alignment)
     return md
 
@@ -270,18 +332,33 @@ def clean(html: str) -> str:
     )
 
 
-def render_answer(markdown: str, sources: Sequence[Any] = (), cards: bool = True) -> SafeString:
+def _text_of(markdown: str, limit: int) -> tuple[str, bool]:
+    """The text to render: cleaned, at most `limit` characters (True: it was cut)."""
+    text = flatten_quotes(scrub(markdown or "").translate(BIDI))
+    return (text[:limit], True) if len(text) > limit else (text, False)
+
+
+def render_answer(
+    markdown: str,
+    sources: Sequence[Any] = (),
+    cards: bool = True,
+    outline: list | None = None,
+    copy: bool = False,
+) -> SafeString:
     """An answer's markdown as safe HTML, with `[n]` linked to `sources[n-1]`; `cards`: each
     citation carries its source's card (a live answer's growing tail leaves them out: it is
-    re-sent at each update, and its blocks bring them once finished)."""
-    text = scrub(markdown or "").translate(BIDI)
-    note = ""
-    if len(text) > MAX_MARKDOWN:
-        text, note = (
-            text[:MAX_MARKDOWN],
-            "<p><em>(The answer is too long to show in full.)</em></p>",
-        )
-    html = _markdown().render(text, {"sources": list(sources), "cards": cards})
+    re-sent at each update, and its blocks bring them once finished); `outline`: the headings
+    still open before this text, updated (see _outline_headings); `copy`: for the clipboard,
+    citations as numbers."""
+    text, cut = _text_of(markdown, MAX_MARKDOWN)
+    env = {
+        "sources": list(sources),
+        "cards": cards,
+        "outline": [] if outline is None else outline,
+        "copy": copy,
+    }
+    html = _markdown().render(text, env)
+    note = "<p><em>(The answer is too long to show in full.)</em></p>" if cut else ""
     return mark_safe(clean(html) + note)  # noqa: S308 - nh3 output with our allowlist
 
 
@@ -337,7 +414,7 @@ def render_sources(sources: Sequence[Any], refs: str = "") -> SafeString:
 
 # --- Deep Research reports ------------------------------------------------------------------------
 
-REPORT_SHIFT = 3  # below the question (h2) and the report's own title (h3): `#` -> h4
+REPORT_SHIFT = 3  # below the question (h2) and the report's own title (h3): the first is an h4
 MAX_REPORT = 2 * 1024 * 1024
 
 
@@ -359,12 +436,10 @@ def render_report(markdown: str, sources: Sequence[Any] = (), refs: str = "") ->
     for the report's top headings. `refs`: its citations are light chips (_ref_chip) linking the
     entry's source list, whose items render_sources gave the ids `<refs><n>`; a link within the
     page opens there, not in a new tab."""
-    text = scrub(markdown or "").translate(BIDI)
-    note = ""
-    if len(text) > MAX_REPORT:
-        text, note = text[:MAX_REPORT], "<p><em>(The report is too long to show in full.)</em></p>"
+    text, cut = _text_of(markdown, MAX_REPORT)
+    note = "<p><em>(The report is too long to show in full.)</em></p>" if cut else ""
     md = _markdown()
-    env = {"sources": list(sources), "shift": REPORT_SHIFT, "refs": refs}
+    env = {"sources": list(sources), "level": REPORT_SHIFT + 1, "refs": refs}
     tokens = md.parse(text, env)
     toc: list[dict] = []
     taken: set[str] = set()

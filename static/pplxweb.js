@@ -327,21 +327,60 @@ const announce = () => {
 
 // --- copying -----------------------------------------------------------------------------------
 
-const copyText = async (text) => {
-  // The Clipboard API exists only on https and localhost: a LAN address falls back.
-  if (navigator.clipboard && window.isSecureContext) {
-    await navigator.clipboard.writeText(text);
-    return;
-  }
+// Text by execCommand: where the Clipboard API is missing (it exists only on https and
+// localhost: a LAN address has none). The copy event puts the HTML beside the text, when given.
+const copyByCommand = (text, html) => {
+  const put = (event) => {
+    event.clipboardData.setData("text/plain", text);
+    if (html) event.clipboardData.setData("text/html", html);
+    event.preventDefault();
+  };
   const area = document.createElement("textarea");
   area.value = text;
   area.setAttribute("readonly", "");
   area.className = "visually-hidden";
   document.body.append(area);
   area.select();
+  document.addEventListener("copy", put);
   const ok = document.execCommand("copy");
+  document.removeEventListener("copy", put);
   area.remove();
   if (!ok) throw new Error("copy refused");
+};
+
+const copyText = async (text) => {
+  if (navigator.clipboard && window.isSecureContext) {
+    await navigator.clipboard.writeText(text);
+    return;
+  }
+  copyByCommand(text, "");
+};
+
+// Both kinds at once: a mail or a document takes the HTML (formatting, sources as a list), a
+// plain text field the Markdown. The clipboard item is made in the click itself, with the
+// fetches as promises, so the browser still counts the copy as the person's act.
+const copyBoth = async (textUrl, htmlUrl) => {
+  const fetched = (url) => fetch(url, { credentials: "same-origin" }).then((response) => {
+    if (!response.ok) throw new Error(String(response.status));
+    return response.text();
+  });
+  const text = fetched(textUrl);
+  const html = fetched(htmlUrl);
+  html.catch(() => {});  // the text's failure is the one reported
+  if (navigator.clipboard && window.isSecureContext && window.ClipboardItem) {
+    const blob = (promise, type) => promise.then((body) => new Blob([body], { type }));
+    try {
+      await navigator.clipboard.write([new ClipboardItem({
+        "text/plain": blob(text, "text/plain"), "text/html": blob(html, "text/html"),
+      })]);
+      return;
+    } catch (error) {
+      await text;  // a failed fetch is the error to report; else the text alone, below
+    }
+    await navigator.clipboard.writeText(await text);
+    return;
+  }
+  copyByCommand(await text, await html.catch(() => ""));
 };
 
 const said = (button, text) => {
@@ -367,14 +406,19 @@ document.addEventListener("click", async (event) => {
   try { await copyText(field.value); said(button, "Copied"); } catch { said(button, "Copy failed"); }
 });
 
-// "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.
+// "Copy": the answer from the server as Markdown (sources as footnotes) and, where the button
+// names it, as HTML (sources as a list); or either without citations.
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("[data-copy][data-url]");
   if (!button) return;
   try {
-    const response = await fetch(button.dataset.url, { credentials: "same-origin" });
-    if (!response.ok) throw new Error(String(response.status));
-    await copyText(await response.text());
+    if (button.dataset.html) {
+      await copyBoth(button.dataset.url, button.dataset.html);
+    } else {
+      const response = await fetch(button.dataset.url, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(String(response.status));
+      await copyText(await response.text());
+    }
     said(button, "Copied");
   } catch {
     said(button, "Copy failed");

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from search import clarifications, images
 from search.attachments import archive as attachment_archive
-from search.display import catalogue_models, footnoted, model_label
+from search.citations import as_footnotes
+from search.display import catalogue_models, model_label
 from search.markdown_links import safe_links
 from search.models import Entry, Thread
 
@@ -55,9 +56,14 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             "",
         ]
         lines += clarifications.markdown_lines(entry.clarifications)
-        lines += [footnoted(entry.answer, len(entry.sources)) or "*(no answer)*", ""]
+        lines += [as_footnotes(entry.answer, len(entry.sources)).strip() or "*(no answer)*", ""]
         if entry.report:  # its [n] count the same sources as the answer's: the footnotes below
-            lines += ["### Research report", "", footnoted(_demoted(entry.report), len(entry.sources)), ""]
+            lines += [
+                "### Research report",
+                "",
+                as_footnotes(_demoted(entry.report), len(entry.sources)).strip(),
+                "",
+            ]
         if entry.error:
             lines += [f"> {entry.error}", ""]
         lines += attachment_archive.markdown_lines(entry, in_zip)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from pplxweb.datadir import private_file, private_folder
-from search import clarifications, images
+from search import clarifications, images, rendered
 from search.attachments import archive as attachment_archive
 from search.history import import_jobs
 from search.history.export import FORMAT
@@ -267,6 +267,7 @@ def _import(
                 entry.images = _import_images(entry.pk, item.get("images"), archive)
                 attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
             _set(entries, "created", "images")
+            rendered.keep_large(entries)
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]

@@ -10,7 +10,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from pplxweb.perplexity.library import Turn, parse_time
-from search import clarifications, images
+from search import clarifications, images, rendered
 from search.models import Entry, LibraryThread, Thread
 from search.render import scrub
 from search.saving import deep
@@ -77,6 +77,7 @@ def save_thread(row_id: int, turns: list[Turn], reports: dict[str, str]) -> Save
             entry.created = moment  # Perplexity's moment, not the import's (auto_now_add set it)
         if entries:
             Entry.objects.bulk_update(entries, ["created"], batch_size=LOOKUP_BATCH)
+            rendered.keep_large(entries)
         _update_thread(thread, row, last, when)
         row.thread, row.state, row.reason = thread, LibraryThread.State.DONE, ""
         row.save(update_fields=["thread", "state", "reason"])

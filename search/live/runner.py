@@ -27,7 +27,7 @@ from pplxweb import collector, sockets
 from pplxweb.perplexity.errors import AuthError, ChallengeError
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import images
+from search import images, rendered
 from search.display import mark
 from search.live import asking, fragments, liveness, outcome, questions, terminate
 from search.live.checks import FORMAT_CHANGED, failure, format_changed, note_drift, signed_out
@@ -333,6 +333,7 @@ class Run(RunState):
             await asyncio.wait([self._saving])
         self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
         await self.update(final=True)
+        await rendered.keep(self.entry_id)  # its page loads read the HTML from here on
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database

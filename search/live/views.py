@@ -182,7 +182,7 @@ def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> 
 
 def _thread_context(user, thread: Thread) -> dict:
     liveness.sweep_interrupted()
-    entries = list(thread.entries.prefetch_related("attachments"))
+    entries = list(thread.entries.select_related("rendered").prefetch_related("attachments"))
     return {
         "thread": thread,
         "items": [entry_context(e) for e in entries],
