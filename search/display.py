@@ -8,10 +8,11 @@ from django.utils.safestring import mark_safe
 
 from search import citations, clarifications, rendered
 from search.attachments import listed
+from search.chips import source_info
 from search.markdown_links import safe_links
 from search.model_names import model_name
 from search.models import Entry
-from search.render import render_answer, render_report, render_sources, source_info
+from search.render import render_answer, render_report, render_sources
 
 
 def catalogue_models(data: dict | None = None) -> dict:

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from search.render import safe_url
+from search.chips import safe_url
 
 TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.M)  # the first level-1 heading
 LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")  # [text](url) -> text

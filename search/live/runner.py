@@ -29,7 +29,7 @@ from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, tex
 from pplxweb.perplexity.request import AskRequest
 from search import images, rendered
 from search.display import mark
-from search.live import asking, fragments, liveness, outcome, questions, terminate
+from search.live import asking, liveness, outcome, parts, questions, terminate
 from search.live.checks import FORMAT_CHANGED, failure, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
 from search.live.outcome import RunState
@@ -85,7 +85,7 @@ class Run(RunState):
     rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
-    report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    report_rendered_at: float = 0.0  # when the growing report was last sent (parts.py)
     _updated: asyncio.Event | None = None  # set by the next update (updated())
 
     @property
@@ -98,7 +98,7 @@ class Run(RunState):
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
         self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
-        self.sent = fragments.part_keys(self)  # the new entry, as the page already shows it
+        self.sent = parts.part_keys(self)  # the new entry, as the page already shows it
         self.layer = get_channel_layer()
 
     async def send(self, html: str) -> None:
@@ -153,11 +153,11 @@ class Run(RunState):
                 self._refresh_result()
                 self._shown = self.snapshot
             if self._syncs:  # newcomers get the whole state first, then the updates everyone gets
-                state = mark(self.entry_id, self.seq, "full") + fragments.full_state(self)
+                state = mark(self.entry_id, self.seq, "full") + parts.full_state(self)
                 syncs, self._syncs = self._syncs, []
                 for channel in syncs:
                     await sockets.publish(self.layer.send, channel, fragment(state))
-            await self.send("".join(fragments.changed_parts(self, final=final)))
+            await self.send("".join(parts.changed_parts(self, final=final)))
         if self._updated is not None:  # in-process followers (updated())
             self._updated, event = None, self._updated
             event.set()
