@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from pplxweb import sockets
+from pplxweb import build, sockets
 from search.library import display
 from search.library.runner import group
 
@@ -31,6 +31,10 @@ class LibraryConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
+            return
+        if build.stale(self.scope):  # a page of another build: it offers a reload
+            await self.accept()
+            await self.close(code=build.UPDATED)
             return
         self.group = group(user.pk)
         self.csrf = _csrf(self.scope)
