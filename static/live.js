@@ -221,8 +221,8 @@
     if (!(live.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
       socket.send(JSON.stringify({ action: "watch", thread: thread.value }));
     }
+    // a run lost by a restart is rejoined a moment later: the stop goes again with its first update
     for (const entry of pendingStops) socket.send(JSON.stringify({ action: "stop", entry }));
-    pendingStops.clear();
     notice("Connected to pplxweb again.");
     if (note === "held") {
       boxQuiet("held");
@@ -234,6 +234,12 @@
       clearNotice();
     }, 2000);
   };
+
+  // no "asked before" lookups while the server is away (each would only fail)
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const live = document.getElementById("live");
+    if (live && event.detail.elt.id === "id_q" && !isOpen(live)) event.preventDefault();
+  });
 
   window.addEventListener("offline", () => {
     offline = true;
@@ -272,6 +278,14 @@
 
   // --- replies ------------------------------------------------------------------------------------
 
+  const MARKED = /^<!--pplxweb:seq (\d+) \d+(?: (full|saved))?-->/;
+  document.addEventListener("htmx:wsBeforeMessage", (event) => {
+    const found = pendingStops.size && MARKED.exec(event.detail.message || "");
+    if (!found || found[2] === "saved" || !pendingStops.has(found[1]) || !isOpen(event.target)) return;
+    pendingStops.delete(found[1]); // its run is there: stopped now
+    event.detail.socketWrapper.send(JSON.stringify({ action: "stop", entry: found[1] }));
+  });
+
   document.addEventListener("htmx:wsAfterMessage", (event) => {
     const message = event.detail.message || "";
     if (inFlight && (message.includes('id="search-accepted"') || message.includes('id="search-error"'))) replied();
@@ -284,6 +298,9 @@
         if (q && q.value === answering.text) { q.value = ""; counter(); }
         answering = null;
       }
+    }
+    for (const id of pendingStops) {
+      if (!document.querySelector(`#entry-${id} .entry-status button.stop`)) pendingStops.delete(id); // it ended
     }
     renderBox();
   });
