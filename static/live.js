@@ -40,15 +40,20 @@
     return p;
   };
   const notice = (text, action) => document.getElementById("live-notice")?.replaceChildren(paragraph(text, action));
+  const noticeBack = () => {
+    notice("Connected to pplxweb again.");
+    document.querySelector("#live-notice p")?.classList.add("ok");
+  };
   const clearNotice = () => document.getElementById("live-notice")?.replaceChildren();
 
-  let note = null; // what the sentence beside the box is about: "busy", "held", "late", "ended"
+  let note = null; // what the sentence beside the box is about: "busy", "held", "late", "ended", "hint"
   const boxSays = (kind, text) => {
     const place = document.getElementById("search-error");
     if (!place) return;
     note = kind;
-    place.className = "errors note";
-    place.setAttribute("role", "alert");
+    place.className = kind === "hint" ? "hint muted small" : "errors note";
+    if (kind === "hint") place.removeAttribute("role");
+    else place.setAttribute("role", "alert");
     place.replaceChildren(paragraph(text)); // written anew, so a screen reader hears it again
   };
   const boxQuiet = (...kinds) => {
@@ -87,7 +92,9 @@
       q.dataset.asking = q.placeholder;
       q.placeholder = "Answer Perplexity's question above…";
       if (label) { label.dataset.asking = label.textContent; label.textContent = "Answer Perplexity's question"; }
+      if (!note) boxSays("hint", "Perplexity asks a question above: Enter sends what you type here as your answer.");
     } else if (was === "answer") {
+      boxQuiet("hint");
       q.placeholder = q.dataset.asking || q.placeholder;
       if (label && label.dataset.asking) label.textContent = label.dataset.asking;
       const ended = document.querySelector("#entries .clarify .clarify-ended");
@@ -117,7 +124,7 @@
       answerFromBox();
     } else if (mode !== "ask") {
       event.preventDefault();
-      boxSays("busy", "An answer is still arriving. Wait for it to finish, or stop it, then ask; your question stays in the box.");
+      boxSays("busy", "An answer is still arriving: wait for it to finish, or stop it, then press Enter.");
     } else if (inFlight) {
       event.preventDefault(); // Enter again before pplxweb replied: sent once
     }
@@ -125,7 +132,8 @@
   document.addEventListener("htmx:wsAfterSend", (event) => {
     if (!event.target.querySelector("[name=q]")) return;
     clearTimeout(inFlight);
-    inFlight = setTimeout(() => {
+    inFlight = setTimeout(() => { // no word: the person may try again, knowing it
+      inFlight = null;
       boxSays("late", "pplxweb has not confirmed your question yet. It stays in the box.");
     }, 8000);
   });
@@ -168,10 +176,12 @@
       boxSays("held", "Not sent: pplxweb was updated. Reload the page first; what you typed is kept.");
     } else if (action === "clarify") {
       boxSays("held", "Your answer to Perplexity's question was not sent: pplxweb can't be reached. Send it again once it is back.");
+    } else if (live && !live.dataset.link) {
+      boxSays("held", "Not sent yet: the page is still connecting to pplxweb. Press Enter again in a moment.");
     } else {
       heldQuestion = true;
       boxSays("held", form.id === "search-form"
-        ? "Not sent: pplxweb can't be reached. Your question stays in the box; press Enter once pplxweb is back."
+        ? "Not sent: pplxweb can't be reached. Press Enter again once it is back."
         : "Not sent: pplxweb can't be reached. Ask again once it is back.");
     }
   };
@@ -223,10 +233,13 @@
     }
     // a run lost by a restart is rejoined a moment later: the stop goes again with its first update
     for (const entry of pendingStops) socket.send(JSON.stringify({ action: "stop", entry }));
-    notice("Connected to pplxweb again.");
+    noticeBack();
     if (note === "held") {
       boxQuiet("held");
-      if (heldQuestion && box() && box().value.trim()) boxSays("held", "pplxweb is back. Your question was not sent: press Enter to send it.");
+      if (heldQuestion && box() && box().value.trim()) {
+        boxSays("held", boxMode() === "ask" ? "pplxweb is back. Your question was not sent: press Enter to send it."
+          : "pplxweb is back. Your question was not sent: press Enter once the answer above has ended.");
+      }
     }
     heldQuestion = false;
     live.settled = setTimeout(() => { // still open: found again
@@ -251,7 +264,7 @@
     offline = false;
     const live = document.getElementById("live");
     if (live && live.dataset.link === "open") {
-      notice("Connected to pplxweb again.");
+      noticeBack();
       live.settled = setTimeout(clearNotice, 2000);
     }
   });
@@ -288,11 +301,13 @@
 
   document.addEventListener("htmx:wsAfterMessage", (event) => {
     const message = event.detail.message || "";
-    if (inFlight && (message.includes('id="search-accepted"') || message.includes('id="search-error"'))) replied();
+    const told = message.includes('id="search-error"'); // the server's sentence (or none) took the place
+    if (told) note = null;
+    if (inFlight && (told || message.includes('id="search-accepted"'))) replied();
     if (answering) {
       const entry = document.getElementById(answering.entry);
       const q = box();
-      if (message.includes('id="search-error"')) {
+      if (told) {
         answering = null; // refused (it ended meanwhile): the text stays
       } else if (!entry || !entry.querySelector(".clarify-form")) {
         if (q && q.value === answering.text) { q.value = ""; counter(); }

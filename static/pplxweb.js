@@ -261,7 +261,7 @@ const showArriving = () => {
   const pill = document.getElementById("still-arriving");
   if (!pill) return;
   const entry = stillArriving();
-  const below = entry && entry.getBoundingClientRect().bottom > window.innerHeight - formHeight() + 8;
+  const below = entry && entry.getBoundingClientRect().bottom > window.innerHeight - formHeight() + 48; // more than its margin
   pill.hidden = !below || (following === entry && trailing);
 };
 let arrivingFrame = 0;

@@ -111,7 +111,7 @@ async def test_an_outage_is_said_out_loud_and_nothing_is_sent_unseen(page, serve
     server.start()
     await expect(notice).to_contain_text("Connected to pplxweb again", timeout=20000)
     await expect(notice).to_be_empty(timeout=10000)
-    await expect(said).to_contain_text("press Enter to send it")
+    await expect(said).to_contain_text("pplxweb is back. Your question was not sent")
     # the answer went on (the new process rejoined the run) and is shown whole
     await expect(entry.locator(".status-completed")).to_be_visible(timeout=30000)
     await expect(entry.locator(".answer")).to_contain_text("part79")
