@@ -57,9 +57,12 @@
     place.replaceChildren(paragraph(text)); // written anew, so a screen reader hears it again
   };
   const boxQuiet = (...kinds) => {
-    if (!kinds.includes(note)) return;
+    const place = document.getElementById("search-error");
+    if (!kinds.includes(note) || !place) return;
     note = null;
-    document.getElementById("search-error")?.replaceChildren();
+    place.className = "";
+    place.removeAttribute("role");
+    place.replaceChildren();
   };
 
   // --- what runs -----------------------------------------------------------------------------------

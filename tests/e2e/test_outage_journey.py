@@ -18,9 +18,10 @@ import pytest
 from playwright.async_api import expect
 
 from search.models import Entry
+from tests.e2e import test_redis_outage as redis_outage
 from tests.e2e.conftest import control, free_port, seen, server_env, start_pplxweb, stop, worker_pid
 from tests.e2e.test_journeys import PHONE
-from tests.e2e.test_search_journey import linked_owner, sign_in
+from tests.e2e.test_search_journey import linked_owner
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DESKTOP = {"width": 1280, "height": 800}
@@ -39,6 +40,7 @@ class Server:
     def start(self, **env: str) -> None:
         self.starts += 1
         log = self.folder / f"server-{self.starts}.log"
+        env = {"PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "60", **env}  # long answers, on a busy machine too
         self.proc, _ = start_pplxweb(server_env(self.fake, **env), log, port=self.port)
 
     def kill(self) -> None:
@@ -80,16 +82,9 @@ def unexpected(errors: list[str]) -> list[str]:
 
 
 async def streaming(page, server: Server, fake: str, question: str, parts: int):
-    """Signed in and `question` asked; its answer ("part0 part1 ...", 100 ms apart) is arriving."""
-    control(fake, ask={"answer": [f"part{i} " for i in range(parts)], "pace": 0.1}, requests=[])
+    """The owner signed in and `question` asked; its answer ("part0 part1 ...") is arriving."""
     await linked_owner()
-    await sign_in(page, server.base)
-    await page.wait_for_function("() => window.__wsOpen === true")
-    await page.fill("#id_q", question)
-    await page.keyboard.press("Enter")
-    entry = page.locator("article.entry").first
-    await expect(entry.locator(".answer")).to_contain_text("part3", timeout=20000)
-    return entry
+    return await redis_outage.streaming(page, server.base, fake, question, parts)
 
 
 @SIZES
