@@ -46,7 +46,7 @@
   };
   const clearNotice = () => document.getElementById("live-notice")?.replaceChildren();
 
-  let note = null; // what the sentence beside the box is about: "busy", "held", "late", "ended", "hint"
+  let note = null; // what the sentence beside the box is about: busy, held, late, ended, hint, stopping
   const boxSays = (kind, text) => {
     const place = document.getElementById("search-error");
     if (!place) return;
@@ -105,7 +105,7 @@
         boxSays("ended", "Perplexity went on without an answer (its countdown ended). What you typed stays in the box and was not sent.");
       }
     }
-    if (mode === "ask") boxQuiet("busy", "ended");
+    if (mode === "ask") boxQuiet("busy", "ended", "stopping");
   };
 
   // Enter (or Ask) in the box, a related question, Stop, a clarifying answer: each goes over the
@@ -239,9 +239,12 @@
     noticeBack();
     if (note === "held") {
       boxQuiet("held");
+      const stopping = pendingStops.size ? " Stopping the answer." : "";
       if (heldQuestion && box() && box().value.trim()) {
-        boxSays("held", boxMode() === "ask" ? "pplxweb is back. Your question was not sent: press Enter to send it."
-          : "pplxweb is back. Your question was not sent: press Enter once the answer above has ended.");
+        boxSays("held", `pplxweb is back.${stopping} Your question was not sent: ${boxMode() === "ask"
+          ? "press Enter to send it." : "press Enter once the answer above has ended."}`);
+      } else if (stopping) {
+        boxSays("stopping", `pplxweb is back.${stopping}`);
       }
     }
     heldQuestion = false;
