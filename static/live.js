@@ -1,8 +1,8 @@
 // pplxweb: the search box and the live connection (loaded after pplxweb.js, whose helpers it uses).
 //
 // The box knows what is running: while an answer arrives its button is Stop and a new question
-// waits (a sentence says so; the server refuses it too, search/live/starts.py); while Perplexity
-// waits on a clarifying question, Enter answers it. Outages are said out loud, in the one notice
+// waits (a sentence says so; the server refuses it too: ConversationBusy, search/live/asking.py);
+// while Perplexity waits on a clarifying question, Enter answers it. Outages are said out loud, in the one notice
 // (#live-notice, which the server's own notices use too): the page says at once that it can't
 // reach pplxweb and retries; meanwhile nothing is sent, and nothing is sent later unseen
 // (htmx-ext-ws keeps what is sent while its socket is closed and sends it when it reopens: that
@@ -67,10 +67,8 @@
 
   // --- what runs -----------------------------------------------------------------------------------
 
-  const runningEntry = () => [...document.querySelectorAll("#entries article.entry")]
-    .filter((entry) => entry.querySelector(".entry-status button.stop")).pop();
   const boxMode = () => {
-    const entry = runningEntry();
+    const entry = latestRunning();
     if (!entry) return "ask";
     return entry.querySelector(".clarify-form") ? "answer" : "stop";
   };
@@ -144,7 +142,7 @@
 
   const answerFromBox = () => {
     const q = box();
-    const form = runningEntry()?.querySelector(".clarify-form");
+    const form = latestRunning()?.querySelector(".clarify-form");
     const text = q.value.trim();
     if (!form || !text) return;
     // it answers the first question not answered in the form yet (else the first one)
@@ -160,7 +158,7 @@
   document.addEventListener("click", (event) => {
     if (!event.target.closest("#search-form button.stop-answer")) return;
     event.preventDefault();
-    runningEntry()?.querySelector(".entry-status button.stop")?.click();
+    latestRunning()?.querySelector(".entry-status button.stop")?.click();
   });
 
   // --- while pplxweb can't be reached ---------------------------------------------------------------
@@ -191,6 +189,10 @@
 
   const lost = (live) => {
     live.dataset.link = "lost";
+    if (inFlight) { // sent as it went away: whether it arrived is unknown, and said
+      heldQuestion = "maybe";
+      boxSays("held", "pplxweb went away before it confirmed your question, so it may not have arrived. It stays in the box.");
+    }
     replied();
     renderBox();
   };
@@ -240,7 +242,9 @@
     if (note === "held") {
       boxQuiet("held");
       const stopping = pendingStops.size ? " Stopping the answer." : "";
-      if (heldQuestion && box() && box().value.trim()) {
+      if (heldQuestion === "maybe" && box() && box().value.trim()) {
+        boxSays("held", `pplxweb is back.${stopping} Your question may not have arrived: reload the page to see, or press Enter to ask it.`);
+      } else if (heldQuestion && box() && box().value.trim()) {
         boxSays("held", `pplxweb is back.${stopping} Your question was not sent: ${boxMode() === "ask"
           ? "press Enter to send it." : "press Enter once the answer above has ended."}`);
       } else if (stopping) {

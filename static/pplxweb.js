@@ -255,12 +255,12 @@ const follow = () => {
 
 // While an answer runs below what is on the screen (scrolled up, or grown past it), "Answer still
 // arriving ↓" above the box jumps to its newest text and follows it again.
-const stillArriving = () => [...document.querySelectorAll("#entries article.entry")]
-  .filter((entry) => entry.querySelector(".entry-status button.stop")).pop();
+const latestRunning = () => [...document.querySelectorAll("#entries article.entry")]
+  .filter((entry) => entry.querySelector(".entry-status button.stop")).pop(); // (static/live.js too)
 const showArriving = () => {
   const pill = document.getElementById("still-arriving");
   if (!pill) return;
-  const entry = stillArriving();
+  const entry = latestRunning();
   const below = entry && entry.getBoundingClientRect().bottom > window.innerHeight - formHeight() + 48; // more than its margin
   pill.hidden = !below || (following === entry && trailing);
 };
@@ -272,7 +272,7 @@ window.addEventListener("scroll", showArrivingSoon, { passive: true });
 window.addEventListener("resize", showArrivingSoon, { passive: true });
 document.addEventListener("click", (event) => {
   if (!event.target.closest("#still-arriving")) return;
-  following = stillArriving() || null;
+  following = latestRunning() || null;
   trailing = Boolean(following);
   follow();
   showArriving();
