@@ -35,7 +35,8 @@ from search.bounded import bounded_link, bounded_table, flatten_quotes, linkify_
 from search.chips import BIDI, citations, safe_url, scrub, source_info
 from search.latex import MATH_ATTRIBUTES, MATH_TAGS, math_plugin
 
-RENDERER = 3  # 1: before math, bounded rules and headings that never skip a level; 2: before light report chips
+# 1: before math, bounded rules and headings that never skip a level; 2: before light report chips
+RENDERER = 3
 MAX_MARKDOWN = 1024 * 1024  # a longer answer is cut (with a note) rather than hang a page
 TAGS = {
     "p", "br", "strong", "em", "s", "del", "code", "pre", "blockquote", "ul", "ol", "li",

@@ -141,38 +141,6 @@ document.addEventListener("htmx:wsOpen", () => {
   }
 });
 
-// --- the live connection, lost and found again ---------------------------------------------------
-// A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
-// pplxweb/sockets.py; its sentence is in #live-notice). Reopen it, soon and then less often,
-// and rejoin the conversation's running answers: the server sends their whole state again.
-const LAYER_LOST = 4012;
-let reopenAfter = 1000;
-let settled = null;
-document.addEventListener("htmx:wsClose", (event) => {
-  clearTimeout(settled);
-  const closed = event.detail.event;
-  if (!closed || closed.code !== LAYER_LOST) return;
-  const elt = event.target;
-  const socket = event.detail.socketWrapper;
-  elt.dataset.reopened = "1";
-  setTimeout(() => { if (elt.isConnected) socket.reconnect(); }, reopenAfter);
-  reopenAfter = Math.min(reopenAfter * 2, 10000);
-});
-document.addEventListener("htmx:wsOpen", (event) => {
-  const elt = event.target;
-  if (!elt.dataset || !elt.dataset.reopened) return;
-  // a page that started its conversation here has the thread only in the form, not in the socket's URL
-  const thread = document.querySelector('#thread-link input[name="thread"]');
-  if (!(elt.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
-    event.detail.socketWrapper.send(JSON.stringify({ action: "watch", thread: thread.value }));
-  }
-  settled = setTimeout(() => { // still open: found again
-    delete elt.dataset.reopened;
-    reopenAfter = 1000;
-    document.getElementById("live-notice")?.replaceChildren();
-  }, 2000);
-});
-
 // --- numbered updates --------------------------------------------------------------------------
 // Each update of a running answer opens with <!--pplxweb:seq ENTRY N-->, a whole state with
 // "full" after N, the entry as saved with "saved" (search/display.py `mark`). The page takes
@@ -273,6 +241,7 @@ window.addEventListener("keydown", (event) => {
   if (["ArrowUp", "PageUp", "Home"].includes(event.key) && !event.target.closest("textarea, input, select")) following = null;
 });
 
+let trailing = false; // since "Answer still arriving ↓": the newest text stays in view, past the question too
 const follow = () => {
   if (!following || !following.isConnected) return;
   if (!following.querySelector("button.stop")) following = null; // it ended
@@ -281,8 +250,33 @@ const follow = () => {
   const bottom = entry.getBoundingClientRect().bottom + formHeight() + 12 - window.innerHeight;
   const top = entry.getBoundingClientRect().top - 12;
   // keep the newest text in view, but never scroll the question off while there is room
-  if (bottom > 0 && top > 0) scrollTo(window.scrollY + Math.min(bottom, top));
+  if (bottom > 0 && (top > 0 || trailing)) scrollTo(window.scrollY + (trailing ? bottom : Math.min(bottom, top)));
 };
+
+// While an answer runs below what is on the screen (scrolled up, or grown past it), "Answer still
+// arriving ↓" above the box jumps to its newest text and follows it again.
+const latestRunning = () => [...document.querySelectorAll("#entries article.entry")]
+  .filter((entry) => entry.querySelector(".entry-status button.stop")).pop(); // (static/live.js too)
+const showArriving = () => {
+  const pill = document.getElementById("still-arriving");
+  if (!pill) return;
+  const entry = latestRunning();
+  const below = entry && entry.getBoundingClientRect().bottom > window.innerHeight - formHeight() + 48; // more than its margin
+  pill.hidden = !below || (following === entry && trailing);
+};
+let arrivingFrame = 0;
+const showArrivingSoon = () => {
+  if (!arrivingFrame) arrivingFrame = requestAnimationFrame(() => { arrivingFrame = 0; showArriving(); });
+};
+window.addEventListener("scroll", showArrivingSoon, { passive: true });
+window.addEventListener("resize", showArrivingSoon, { passive: true });
+document.addEventListener("click", (event) => {
+  if (!event.target.closest("#still-arriving")) return;
+  following = latestRunning() || null;
+  trailing = Boolean(following);
+  follow();
+  showArriving();
+});
 
 document.addEventListener("htmx:wsAfterMessage", () => {
   // The first answer of a new conversation gets its own address.
@@ -303,9 +297,11 @@ document.addEventListener("htmx:wsAfterMessage", () => {
       if (label) label.textContent = "Ask a follow-up";
       counter();
     }
-    if (entry) { following = entry; showEntry(entry); }
+    if (entry) { following = entry; trailing = false; showEntry(entry); }
   }
+  if (!following) trailing = false;
   follow();
+  showArrivingSoon();
   decorate();
   announce();
 });
@@ -469,7 +465,7 @@ setInterval(() => {
     el.textContent = String(left);
     if (left === 0) {
       el.closest(".clarify")?.replaceChildren(Object.assign(document.createElement("p"), {
-        className: "muted small", textContent: "No answer came in time: the research went on by itself.",
+        className: "muted small clarify-ended", textContent: "No answer came in time: the research went on by itself.",
       }));
     }
   }

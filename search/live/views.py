@@ -160,6 +160,7 @@ def _start(user, form: SearchForm, files: list = (), problems: list = ()):
             form.options(asking.defaults_for(user)),
             form.cleaned_data.get("thread"),
             attachments=tuple(files),
+            exclusive=True,  # one answer at a time in a conversation, as on the socket
         )
     except asking.SearchRefused as exc:
         form.add_error(None, exc.message)
