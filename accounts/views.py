@@ -12,24 +12,30 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import ratelimit, services
 from accounts.forms import (
+    RESET_MINUTES,
     ApiKeyForm,
     CodeForm,
     CookieForm,
     DefaultsForm,
     EmailForm,
     MemberForm,
+    RemoveMemberForm,
+    ResetForm,
     SetupForm,
     SignInForm,
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
+from accounts.services import resets
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
+from search.history import removal
 from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
@@ -150,7 +156,7 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
-        "members": services.household(user) if _is_owner(user) else [],
+        "members": _members(user),
         "is_owner": _is_owner(user),
         "doctor": doctor.last() if _is_owner(user) else None,
         "shared_by_owner": PerplexityAccount.objects.filter(shared=True, user__is_superuser=True)
@@ -159,6 +165,15 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
     }
     context.update(library_display.context(user), library_csrf=get_token(request))
     return render(request, "accounts/settings.html", context, status=status)
+
+
+def _members(owner) -> list[tuple]:
+    """The owner's household, each with until when a password reset code of theirs works."""
+    if not _is_owner(owner):
+        return []
+    people = services.household(owner)
+    waiting = resets.pending(people)
+    return [(person, waiting.get(person.pk)) for person in people]
 
 
 @require_http_methods(["GET", "POST"])
@@ -277,11 +292,93 @@ def search_defaults(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('accounts:settings')}#defaults")
 
 
-@require_POST
+def _member(request: HttpRequest, member_id: int):
+    member = services.member_of(request.user, member_id)
+    if member is None:
+        raise Http404("No such member of the household.")
+    return member
+
+
 @user_passes_test(_is_owner)
+@require_http_methods(["GET", "POST"])
 def remove_member(request: HttpRequest, member_id: int) -> HttpResponse:
-    name = services.remove_member(request.user, member_id)
-    if name is None:
-        raise Http404
-    messages.success(request, f"{name} was removed, with their history.")
-    return redirect("accounts:settings")
+    """Remove a member: GET asks (what they have here, keep or delete their history), POST does."""
+    member = _member(request, member_id)
+    holdings = removal.holdings(member)
+    name = member.get_username()
+    form = RemoveMemberForm(request.POST or None, name=name, conversations=holdings.conversations)
+    if request.method == "POST" and form.is_valid():
+        removed = services.remove_member(request.user, member_id, keep_history=form.keep)
+        if removed is None:
+            raise Http404("No such member of the household.")
+        messages.success(request, _removed_sentence(removed))
+        return redirect(f"{reverse('accounts:settings')}#household")
+    context = {"member": member, "holdings": holdings, "form": form}
+    return render(request, "accounts/remove_member.html", context)
+
+
+def _removed_sentence(removed: services.Removed) -> str:
+    many = f"{removed.conversations} conversation{'' if removed.conversations == 1 else 's'}"
+    if removed.kept:
+        verb = "is" if removed.conversations == 1 else "are"
+        return (
+            f"{removed.name} was removed. Their {many} {verb} in your history, marked “from {removed.name}”."
+        )
+    return f"{removed.name} was removed, with their {many}."
+
+
+@never_cache
+@user_passes_test(_is_owner)
+@require_POST
+def member_password(request: HttpRequest, member_id: int) -> HttpResponse:
+    """A one-time code for a member who forgot their password, shown once to the owner (the
+    page is not cached); `cancel` voids the code instead."""
+    member = _member(request, member_id)
+    if "cancel" in request.POST:
+        if resets.cancel(member):
+            messages.success(request, f"The reset code for {member.get_username()} no longer works.")
+        return redirect(f"{reverse('accounts:settings')}#household")
+    issued = resets.issue(member)
+    context = {"member": member, "issued": issued, "minutes": RESET_MINUTES}
+    return render(request, "accounts/reset_code.html", context)
+
+
+@never_cache
+@login_not_required
+@sensitive_post_parameters("code", "new_password1", "new_password2")
+@require_http_methods(["GET", "POST"])
+def reset(request: HttpRequest) -> HttpResponse:
+    """A member sets a new password with the owner's one-time code, and is signed in."""
+    if request.user.is_authenticated:
+        return redirect("accounts:password")
+    form = ResetForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        wait = _reset_limited(request, data["username"])
+        try:
+            if wait:
+                form.add_error(None, f"Too many tries. Try again {wait}.")
+                status = 429
+            else:
+                person = resets.redeem(data["username"], data["code"], data["new_password1"])
+                sockets.tell(person.pk)  # their pages open elsewhere ask them to sign in again
+                login(request, person, backend="django.contrib.auth.backends.ModelBackend")
+                messages.success(request, "Your new password is set, and you are signed in.")
+                return redirect("search:home")
+        except resets.ResetRefused as exc:
+            form.add_error("code", exc.message)
+    return render(request, "accounts/reset.html", {"form": form}, status=status)
+
+
+def _reset_limited(request: HttpRequest, username: str) -> str:
+    """When the next try is allowed ("in 12 minutes"), or "" now: the sign-in's limits, per
+    address and per user name, with buckets of their own."""
+    for scope, value, capacity in (
+        ("reset-ip", client_ip(request), settings.LOGIN_RATE_PER_IP),
+        ("reset-user", username.strip().lower()[:150], settings.LOGIN_RATE_PER_USER),
+    ):
+        verdict = ratelimit.take(scope, value, capacity, HOUR)
+        if not verdict.allowed:
+            return verdict.wait_text
+    return ""

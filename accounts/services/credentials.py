@@ -89,6 +89,8 @@ def keep_rotated_cookies(account: PerplexityAccount, before: dict, after: dict |
     import json
 
     if after and after != before:
-        fresh = PerplexityAccount.objects.get(pk=account.pk)
+        fresh = PerplexityAccount.objects.filter(pk=account.pk).first()
+        if fresh is None:  # its person was removed meanwhile
+            return
         fresh.session = json.dumps({**fresh.session_data(), "cookies": after})
         fresh.save(update_fields=["session"])

@@ -7,8 +7,10 @@ import hmac
 import logging
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -47,7 +49,8 @@ def issue_setup_code() -> str:
     return code
 
 
-def _normalise(code: str) -> str:
+def normalise(code: str) -> str:
+    """A typed code as compared: letters and digits only, upper case."""
     return "".join(ch for ch in code.upper() if ch.isalnum())
 
 
@@ -56,8 +59,8 @@ def setup_code_matches(code: str) -> bool:
         expected = _setup_code_path().read_text().strip()
     except OSError:
         return False
-    given = _normalise(code)[:64]
-    return bool(expected) and hmac.compare_digest(given.encode(), _normalise(expected).encode())
+    given = normalise(code)[:64]
+    return bool(expected) and hmac.compare_digest(given.encode(), normalise(expected).encode())
 
 
 def create_owner(username: str, password: str) -> AbstractBaseUser:
@@ -104,15 +107,38 @@ def add_member(username: str, password: str) -> AbstractBaseUser:
     return User.objects.create_user(username=username, password=password)
 
 
-def remove_member(owner: AbstractBaseUser, member_id: int) -> str | None:
-    """Remove a household member (never the owner); returns their name, or None if not found."""
-    member = User.objects.filter(pk=member_id, is_superuser=False).exclude(pk=owner.pk).first()
-    if member is None:
-        return None
-    name = member.get_username()
-    member.delete()
-    transaction.on_commit(lambda: sockets.tell(member_id))  # their open sockets close
-    from search.images import sweep  # their answers went with them, and so do the images kept
+@dataclass(frozen=True)
+class Removed:
+    name: str
+    conversations: int  # moved to the owner (kept) or deleted
+    kept: bool
+    running: list[int]  # their answers that were still arriving: the caller stops their runs
 
-    transaction.on_commit(sweep)
-    return name
+
+def member_of(owner: AbstractBaseUser, member_id: int) -> AbstractBaseUser | None:
+    """A household member of `owner` (never the owner, never another owner), or None."""
+    return User.objects.filter(pk=member_id, is_superuser=False).exclude(pk=owner.pk).first()
+
+
+def remove_member(owner: AbstractBaseUser, member_id: int, keep_history: bool) -> Removed | None:
+    """Remove a household member (never the owner), keeping their history for the owner (each
+    conversation marked "from NAME") or deleting it (search.history.removal says what happens
+    to what they had going). None if there is no such member."""
+    # (search builds on accounts: its modules are read when needed, not when accounts loads)
+    from search.history import import_jobs, removal
+    from search.live import runner
+
+    with transaction.atomic():
+        member = member_of(owner, member_id)
+        if member is None:
+            return None
+        name = member.get_username()
+        conversations = removal.holdings(member).conversations
+        running = removal.let_go(member, owner if keep_history else None)
+        member.delete()
+    log.info("%s removed from the household (history %s)", name, "kept" if keep_history else "deleted")
+    sockets.tell(member_id)  # their open pages' sockets close
+    for entry_id in running:  # wherever it runs; Perplexity is told to stop too
+        async_to_sync(runner.stop)(entry_id)
+    import_jobs.sweep_files()  # the images and files of what went with them
+    return Removed(name, conversations, keep_history, running)
