@@ -33,6 +33,7 @@ from accounts.forms import (
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
 from accounts.services import resets
+from accounts.services.credentials import RELINK
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
 from search.history import removal
@@ -155,6 +156,8 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         or DefaultsForm(initial=defaults.as_initial(), choices=choices, tier=account.tier if account else ""),
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
+        # the sentence searches end with says "Re-link in Settings": here the way is just below
+        "status_reason": account.status_reason.replace(RELINK, " Re-link below.") if account else "",
         "member_form": forms.get("member_form") or MemberForm(),
         "members": _members(user),
         "is_owner": _is_owner(user),

@@ -44,6 +44,14 @@ def answer_markdown(entry: Entry) -> str:
     return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
 
 
+def duration(ms: int | None) -> str | None:
+    """A duration as the page says it: "4.2 s", or "40 ms" under a tenth of a second (a first
+    word can come within 50 ms, and "0.0 s" read as none); None when not measured."""
+    if ms is None:
+        return None
+    return f"{ms}\u00a0ms" if ms < 100 else f"{ms / 1000:.1f}\u00a0s"
+
+
 def entry_context(entry: Entry) -> dict:
     report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
     return {
@@ -54,8 +62,8 @@ def entry_context(entry: Entry) -> dict:
         "answer_html": render_answer(entry.answer, entry.sources),
         "sources_html": render_sources(entry.sources),
         "started_ms": int(entry.created.timestamp() * 1000),
-        "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
-        "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
+        "seconds": duration(entry.done_ms),
+        "first_text": duration(entry.first_text_ms),
         "attachments": listed(entry),
     }
 
