@@ -168,8 +168,9 @@ class RemoveMemberForm(forms.Form):
     def __init__(self, *args, name: str = "", conversations: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         many = f"{conversations} conversation{'' if conversations == 1 else 's'}"
+        move = "moves to your history, marked" if conversations == 1 else "move to your history, each marked"
         self.fields["history"].choices = [
-            ("keep", f"Keep it: their {many} move to your history, each marked “from {name}”."),
+            ("keep", f"Keep it: their {many} {move} “from {name}”."),
             (
                 "delete",
                 f"Delete it: their {many}, with their answers, images and files. This cannot be undone.",

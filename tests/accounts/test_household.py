@@ -45,7 +45,7 @@ def test_remove_asks_first_on_a_page_that_works_without_javascript(owner_client,
     assert "Remove member?" in page
     assert "1 conversation here (2 answers)" in page
     assert 'type="radio" name="history" value="keep"' in page and "checked" in page
-    assert "move to your history, each marked “from member”" in page
+    assert "Keep it: their 1 conversation moves to your history, marked “from member”." in page
     assert "cannot be undone" in page
     # a forged post without a choice removes nothing and says what is missing
     response = owner_client.post(link, {"history": ""})
