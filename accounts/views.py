@@ -36,7 +36,7 @@ from accounts.services import resets
 from accounts.services.credentials import RELINK
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
-from search.history import removal
+from search import members
 from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
@@ -307,11 +307,11 @@ def _member(request: HttpRequest, member_id: int):
 def remove_member(request: HttpRequest, member_id: int) -> HttpResponse:
     """Remove a member: GET asks (what they have here, keep or delete their history), POST does."""
     member = _member(request, member_id)
-    holdings = removal.holdings(member)
+    holdings = members.holdings(member)
     name = member.get_username()
     form = RemoveMemberForm(request.POST or None, name=name, conversations=holdings.conversations)
     if request.method == "POST" and form.is_valid():
-        removed = services.remove_member(request.user, member_id, keep_history=form.keep)
+        removed = members.remove_member(request.user, member_id, keep_history=form.keep)
         if removed is None:
             raise Http404("No such member of the household.")
         messages.success(request, _removed_sentence(removed))
@@ -320,7 +320,7 @@ def remove_member(request: HttpRequest, member_id: int) -> HttpResponse:
     return render(request, "accounts/remove_member.html", context)
 
 
-def _removed_sentence(removed: services.Removed) -> str:
+def _removed_sentence(removed: members.Removed) -> str:
     many = f"{removed.conversations} conversation{'' if removed.conversations == 1 else 's'}"
     if removed.kept:
         verb = "is" if removed.conversations == 1 else "are"

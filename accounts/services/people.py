@@ -7,17 +7,13 @@ import hmac
 import logging
 import os
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
-
-from pplxweb import sockets
 
 log = logging.getLogger(__name__)
 User = get_user_model()
@@ -107,38 +103,6 @@ def add_member(username: str, password: str) -> AbstractBaseUser:
     return User.objects.create_user(username=username, password=password)
 
 
-@dataclass(frozen=True)
-class Removed:
-    name: str
-    conversations: int  # moved to the owner (kept) or deleted
-    kept: bool
-    running: list[int]  # their answers that were still arriving: the caller stops their runs
-
-
 def member_of(owner: AbstractBaseUser, member_id: int) -> AbstractBaseUser | None:
     """A household member of `owner` (never the owner, never another owner), or None."""
     return User.objects.filter(pk=member_id, is_superuser=False).exclude(pk=owner.pk).first()
-
-
-def remove_member(owner: AbstractBaseUser, member_id: int, keep_history: bool) -> Removed | None:
-    """Remove a household member (never the owner), keeping their history for the owner (each
-    conversation marked "from NAME") or deleting it (search.history.removal says what happens
-    to what they had going). None if there is no such member."""
-    # (search builds on accounts: its modules are read when needed, not when accounts loads)
-    from search.history import import_jobs, removal
-    from search.live import runner
-
-    with transaction.atomic():
-        member = member_of(owner, member_id)
-        if member is None:
-            return None
-        name = member.get_username()
-        conversations = removal.holdings(member).conversations
-        running = removal.let_go(member, owner if keep_history else None)
-        member.delete()
-    log.info("%s removed from the household (history %s)", name, "kept" if keep_history else "deleted")
-    sockets.tell(member_id)  # their open pages' sockets close
-    for entry_id in running:  # wherever it runs; Perplexity is told to stop too
-        async_to_sync(runner.stop)(entry_id)
-    import_jobs.sweep_files()  # the images and files of what went with them
-    return Removed(name, conversations, keep_history, running)

@@ -121,7 +121,7 @@ class JobRun:
         except asyncio.CancelledError:  # the server is stopping: the next start resumes the job
             raise
         except (LibraryJob.DoesNotExist, LibraryThread.DoesNotExist):  # the person was removed,
-            return  # and their job and its rows with them (search.history.removal)
+            return  # and their job and its rows with them (search.members)
         except Exception:
             log.exception("library job %s failed", self.job.pk)
             state, error = LibraryJob.State.STOPPED, f"pplxweb hit an error it did not expect. {KEPT}"

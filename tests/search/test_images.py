@@ -129,7 +129,7 @@ async def test_each_kind_of_image_is_kept_with_its_own_extension(upstream):
 def test_deleting_an_entry_or_removing_a_person_removes_their_images(
     owner, member, owner_client, django_capture_on_commit_callbacks
 ):
-    from accounts.services import remove_member
+    from search.members import remove_member
     from search.models import Thread
 
     mine, theirs = (

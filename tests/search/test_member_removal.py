@@ -15,12 +15,12 @@ from django.db import connections
 from django.test import override_settings
 
 from accounts.models import PerplexityAccount
-from accounts.services import remove_member
 from pplxweb.perplexity import cookies as jar
 from search.history import export, import_jobs, imports
 from search.library import jobs, store
 from search.library import runner as library_runner
 from search.live import runner
+from search.members import remove_member
 from search.models import Entry, ImportJob, LibraryJob, LibraryThread, Thread
 from tests.fake_perplexity import app as fake
 from tests.search.conftest import TOKEN, Paced, answer_stream, serve, words
