@@ -118,8 +118,10 @@ class Entry(models.Model):
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
             # the library import's "is this turn here?" (upstream ids are unique per person)
             models.Index(fields=["user", "backend_uuid"], name="search_entry_user_upstream"),
-            # History's model list: each model of a person's answers, one index seek apiece
-            models.Index(fields=["user", "model"], name="search_entry_user_model"),
+            # History's model list (each model of a person's answers, one index seek apiece), and
+            # a search filtered by model or status: its newest matches, not a walk through every entry
+            models.Index(fields=["user", "model", "created"], name="search_entry_user_model_at"),
+            models.Index(fields=["user", "status", "created"], name="search_entry_user_status"),
         ]
         verbose_name_plural = "entries"
 
