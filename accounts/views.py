@@ -358,19 +358,19 @@ def reset(request: HttpRequest) -> HttpResponse:
     status = 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        wait = _reset_limited(request, data["username"])
-        try:
-            if wait:
-                form.add_error(None, f"Too many tries. Try again {wait}.")
-                status = 429
-            else:
+        if wait := _reset_limited(request, data["username"]):
+            form.add_error(None, f"Too many tries. Try again {wait}.")
+            status = 429
+        else:
+            try:
                 person = resets.redeem(data["username"], data["code"], data["new_password1"])
+            except resets.ResetRefused as exc:
+                form.add_error("code", exc.message)
+            else:
                 sockets.tell(person.pk)  # their pages open elsewhere ask them to sign in again
                 login(request, person, backend="django.contrib.auth.backends.ModelBackend")
                 messages.success(request, "Your new password is set, and you are signed in.")
                 return redirect("search:home")
-        except resets.ResetRefused as exc:
-            form.add_error("code", exc.message)
     return render(request, "accounts/reset.html", {"form": form}, status=status)
 
 
