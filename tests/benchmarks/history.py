@@ -1,14 +1,15 @@
 """Benchmark: history with 100,000 entries for one person, in a scratch database.
 
     .venv/bin/python -m tests.benchmarks.history [ENTRIES] [--one-core]
-    DATABASE_URL=postgres://... .venv/bin/python -m tests.benchmarks.history   # a scratch database
+    DATABASE_URL=postgres://... .venv/bin/python -m tests.benchmarks.history --postgres  # a scratch database
 
 Prints p50/p95 server time of the history page, a full-text search, a full-text search with a
 filter (a status one answer in a hundred has, a model, a source site) and the suggestions
 (target: p95 under 100 ms each). Not a test: it only prints figures.
 
 The scratch database is SQLite in PPLXWEB_DATA_DIR (a new temporary directory unless it is set),
-or the PostgreSQL database DATABASE_URL names. Given one where an earlier run made the person, it
+or, with --postgres, the PostgreSQL database DATABASE_URL names (without it DATABASE_URL is
+ignored: the benchmark writes 100,000 entries wherever it runs). Given one where an earlier run made the person, it
 measures those entries again instead of generating them (ENTRIES must then be the same number).
 
 `--one-core` measures on CPU 1 alone (os.sched_setaffinity), with a second process keeping that
@@ -182,6 +183,7 @@ def one_core() -> subprocess.Popen | None:
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; without --postgres, DATABASE_URL is put aside (a scratch SQLite)."""
     parser = argparse.ArgumentParser(
         prog="python -m tests.benchmarks.history", description=__doc__.split("\n\n")[0]
     )
@@ -193,7 +195,16 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"measure on CPU {CPU} alone, kept half busy by a second process",
     )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="measure on the (scratch) PostgreSQL database DATABASE_URL names",
+    )
     args = parser.parse_args(argv)
+    if not args.postgres:
+        os.environ.pop("DATABASE_URL", None)
+    elif not os.environ.get("DATABASE_URL"):
+        parser.error("--postgres measures on the database DATABASE_URL names; it is not set")
     if args.entries < 1000:
         parser.error("ENTRIES takes a number of entries, at least 1000 (the pages ask for older ones)")
     return args
