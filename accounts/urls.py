@@ -20,4 +20,6 @@ urlpatterns = [
     path("settings/defaults/", views.search_defaults, name="defaults"),
     path("settings/agents/", views.agents, name="agents"),
     path("settings/household/<user_id:member_id>/remove/", views.remove_member, name="remove_member"),
+    path("settings/household/<user_id:member_id>/password/", views.member_password, name="member_password"),
+    path("accounts/reset/", views.reset, name="reset"),
 ]

@@ -70,6 +70,14 @@ def answer_html_copy(entry: Entry, cited: bool = True) -> str:
     return html + (f"<p><strong>Sources</strong></p><ol>{listed}</ol>" if items else "")
 
 
+def duration(ms: int | None) -> str | None:
+    """A duration as the page says it: "4.2 s", or "40 ms" under a tenth of a second (a first
+    word can come within 50 ms, and "0.0 s" read as none); None when not measured."""
+    if ms is None:
+        return None
+    return f"{ms}\u00a0ms" if ms < 100 else f"{ms / 1000:.1f}\u00a0s"
+
+
 def entry_context(entry: Entry) -> dict:
     html = rendered.html(entry)
     return {
@@ -80,8 +88,8 @@ def entry_context(entry: Entry) -> dict:
         "answer_html": mark_safe(html.answer),  # noqa: S308 - search.render's output, stored
         "sources_html": render_sources(entry.sources, rendered.source_refs(entry.pk)),
         "started_ms": int(entry.created.timestamp() * 1000),
-        "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
-        "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
+        "seconds": duration(entry.done_ms),
+        "first_text": duration(entry.first_text_ms),
         "attachments": listed(entry),
         "clarified": clarifications.shown(entry.clarifications),
     }

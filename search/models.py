@@ -49,6 +49,8 @@ class Thread(models.Model):
     import_job = models.ForeignKey(
         ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # the household member it came from, when the owner kept a removed member's history
+    kept_from = models.CharField(max_length=150, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["user", "-updated"])]
@@ -98,6 +100,11 @@ class Entry(models.Model):
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     runner = models.CharField(max_length=120, blank=True)  # host:pid of the process running it
+    # the import that wrote it into a conversation that was already here (a new conversation's
+    # entries go with their thread's import_job); removed with it if the import is cut short
+    import_job = models.ForeignKey(
+        ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created = models.DateTimeField(auto_now_add=True)
     heartbeat = models.DateTimeField(null=True, blank=True)
     first_byte_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -114,8 +121,10 @@ class Entry(models.Model):
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
             # the library import's "is this turn here?" (upstream ids are unique per person)
             models.Index(fields=["user", "backend_uuid"], name="search_entry_user_upstream"),
-            # History's model list: each model of a person's answers, one index seek apiece
-            models.Index(fields=["user", "model"], name="search_entry_user_model"),
+            # History's model list (each model of a person's answers, one index seek apiece), and
+            # a search filtered by model or status: its newest matches, not a walk through every entry
+            models.Index(fields=["user", "model", "created"], name="search_entry_user_model_at"),
+            models.Index(fields=["user", "status", "created"], name="search_entry_user_status"),
         ]
         verbose_name_plural = "entries"
 

@@ -36,12 +36,26 @@ document.addEventListener("keydown", (event) => {
 });
 
 // Past questions are looked up only for text a lookup takes (a long paste would make an address
-// longer than the server reads, and a request that fails).
+// longer than the server reads, and a request that fails), and not for the question just asked:
+// "You asked this before" goes when it is asked, and a lookup that set out before that is dropped.
+let asked = { text: null, at: 0 };
 document.addEventListener("htmx:beforeRequest", (event) => {
   const q = event.detail.elt;
-  if (q.id !== "id_q" || !q.dataset.suggestMax || q.value.length <= Number(q.dataset.suggestMax)) return;
+  if (q.id !== "id_q" || !q.dataset.suggestMax) return;
+  event.detail.xhr.startedAt = Date.now();
+  if (q.value.length <= Number(q.dataset.suggestMax) && q.value !== asked.text) return;
   event.preventDefault();
   document.getElementById("suggestions")?.replaceChildren();
+});
+document.addEventListener("submit", (event) => {
+  if (event.target.id !== "search-form") return;
+  asked = { text: event.target.elements.q.value, at: Date.now() };
+  document.getElementById("suggestions")?.replaceChildren();
+}, true);
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.target?.id === "suggestions" && !(event.detail.xhr.startedAt > asked.at)) {
+    event.detail.shouldSwap = false;
+  }
 });
 
 // a chip and its card: one source's link, or the group of sources cited together

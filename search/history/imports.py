@@ -230,23 +230,10 @@ def _import(
     imported = skipped = 0
     for batch in _batches(threads):
         with transaction.atomic():
-            # a conversation is already here when its first question was asked at the same moment
-            firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
-            here = set(
-                Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
-                    "question", "created"
-                )
-            )
-            new = []
-            for thread in batch:
-                first = thread["entries"][0]
-                if (first["question"], first["created"]) in here:
-                    skipped += 1
-                    continue
-                here.add((first["question"], first["created"]))
-                new.append(thread)
-            if not new:
-                continue
+            if not import_jobs.held(job):  # its person was removed meanwhile
+                raise ImportRefused(import_jobs.GONE)
+            new, back = _sorted(user, batch)
+            skipped += len(batch) - len(new) - len(back)
             rows = Thread.objects.bulk_create(
                 Thread(
                     user=user,
@@ -257,33 +244,71 @@ def _import(
                 )
                 for t in new
             )
-            entries = Entry.objects.bulk_create(
-                _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
-            )
-            items = [item for t in new for item in t["entries"]]
-            for entry, item in zip(entries, items, strict=True):
-                # created is set to now on insert (auto_now_add): the file's own moment goes in after
-                entry.created = item["created"]
-                entry.images = _import_images(entry.pk, item.get("images"), archive)
-                attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
-            _set(entries, "created", "images")
-            rendered.keep_large(entries)
+            _write(user, archive, [(row, t["entries"], None) for row, t in zip(rows, new, strict=True)]
+                   + [(Thread(pk=thread_id), items, job) for thread_id, items in back])  # fmt: skip
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
-            _set(rows, "created", "updated")
-            imported += len(new)
+            if rows:
+                _set(rows, "created", "updated")
+            imported += len(new) + len(back)
         import_jobs.beat(job, imported, skipped)
         pacer.tick()
     return imported, skipped
 
 
-def _entry(item: dict, thread: Thread, user) -> Entry:
+def _sorted(user, batch: list[dict]) -> tuple[list[dict], list[tuple[int, list[dict]]]]:
+    """The batch's conversations that are new here, and those partly here: (their conversation
+    here, the entries it lacks), such as one whose answer was deleted after it was exported. An
+    entry is here when a question was asked at the same moment with the same words; a
+    conversation wholly here is left out."""
+    moments = {item["created"] for t in batch for item in t["entries"]}
+    here = {
+        (question, created): thread_id
+        for question, created, thread_id in Entry.objects.filter(user=user, created__in=moments).values_list(
+            "question", "created", "thread_id"
+        )
+    }
+    new, back, coming = [], [], set()
+    for thread in batch:
+        keys = [(item["question"], item["created"]) for item in thread["entries"]]
+        found = [here[key] for key in keys if key in here]
+        if keys[0] in coming:  # the same conversation twice in the file
+            continue
+        if not found:
+            new.append(thread)
+            coming.update(keys)
+        elif len(found) < len(keys):
+            back.append(
+                (found[0], [i for i, k in zip(thread["entries"], keys, strict=True) if k not in here])
+            )
+    return new, back
+
+
+def _write(user, archive: zipfile.ZipFile | None, parts: list[tuple[Thread, list[dict], object]]) -> None:
+    """Each conversation's entries, with their own moments, images and files; `job` set on the
+    entries written into a conversation that was already here (a cut-short import removes them)."""
+    items = [item for _, entries, _ in parts for item in entries]
+    entries = Entry.objects.bulk_create(
+        _entry(item, thread, user, job) for thread, entries, job in parts for item in entries
+    )
+    for entry, item in zip(entries, items, strict=True):
+        # created is set to now on insert (auto_now_add): the file's own moment goes in after
+        entry.created = item["created"]
+        entry.images = _import_images(entry.pk, item.get("images"), archive)
+        attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
+    if entries:
+        _set(entries, "created", "images")
+        rendered.keep_large(entries)
+
+
+def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
     """An entry as the file has it, shaped as pplxweb saves one (its moment is set after)."""
     running = item.get("status") == "running"  # still arriving when it was exported: no more here
     return Entry(
         thread=thread,
         user=user,
+        import_job=job,
         question=item["question"],
         status="interrupted" if running else item.get("status") or "completed",
         answer=str(item.get("answer") or ""),

@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.sources import file_hits
 from search import attachments, clarifications
-from search.display import model_label, report_context
+from search.display import duration, model_label, report_context
 from search.live import questions
 from search.models import Entry
 from search.render import render_sources, scrub
@@ -102,8 +102,8 @@ def _context(run) -> dict:
         "model": model_label(result.model, run.models),
         "downgraded": result.downgraded,
         "error": run.error,
-        "seconds": round(time.monotonic() - run.started, 1),
-        "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
+        "seconds": duration(int((time.monotonic() - run.started) * 1000)),
+        "first_text": duration(run.first_text_ms),
         "answered": bool(result.answer),  # Copy is offered only for an answer with text
         "images": run.downloads.records(),
         "question": _question(run) if run.status == Entry.Status.RUNNING else None,
