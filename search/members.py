@@ -27,7 +27,7 @@ from django.db import transaction
 from accounts.services import member_of
 from pplxweb import sockets
 from search.history import import_jobs
-from search.live import runner
+from search.live import control
 from search.models import Attachment, Entry, ImportJob, LibraryJob, LibraryThread, Thread
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def remove_member(owner, member_id: int, keep_history: bool) -> Removed | None:
     log.info("%s removed from the household (history %s)", name, "kept" if keep_history else "deleted")
     sockets.tell(member_id)  # their open pages' sockets close
     for entry_id in running:  # wherever it runs; Perplexity is told to stop too
-        async_to_sync(runner.stop)(entry_id)
+        async_to_sync(control.stop)(entry_id)
     import_jobs.sweep_files()  # the images and files of what went with them
     return Removed(name, conversations, keep_history, running)
 

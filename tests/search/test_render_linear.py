@@ -137,9 +137,9 @@ def reference():
     from markdown_it import MarkdownIt
 
     from search.latex import math_plugin
-    from search.render import _image_as_link, _Linkify
+    from search.render import _highlight, _image_as_link, _Linkify
 
-    md = MarkdownIt("js-default", {"linkify": True, "typographer": False})
+    md = MarkdownIt("js-default", {"linkify": True, "typographer": False, "highlight": _highlight})
     md.linkify = _Linkify()
     md.disable(["reference"])
     md.enable(["table", "strikethrough"])
