@@ -6,6 +6,7 @@ import re
 
 from django.template.loader import render_to_string
 
+from search import versions
 from search.attachments import listed
 from search.model_names import model_name
 from search.models import Entry
@@ -56,8 +57,32 @@ def footnotes(sources: list) -> str:
     )
 
 
+CARRIED = {  # why an answer was asked in a new Perplexity thread (Entry.carried, search/live/upstream.py)
+    "EXPIRED": "had expired (incognito threads last a day)",
+    "ENTRY_EXPIRED": "had expired",
+    "ENTRY_DELETED": "was deleted",
+    "VIEW_THREAD_NOT_ALLOWED": "is not viewable with this account",
+    "THREAD_NOT_FOUND": "was not found",
+    "REFUSED": "refused this follow-up",
+    "NEW_THREAD": "did not go on (Perplexity started a new one)",
+}
+
+
+def carried_text(code: str) -> str:
+    """The quiet line of an answer asked in a new Perplexity thread ("" for any other)."""
+    if not code:
+        return ""
+    why = CARRIED.get(code, CARRIED["THREAD_NOT_FOUND"])
+    return (
+        "Asked in a new Perplexity thread with the earlier questions as context: "
+        f"this conversation’s thread there {why}."
+    )
+
+
 def entry_context(entry: Entry) -> dict:
     report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
+    if entry.turn is not None and getattr(entry, "attachment_list", None) is None:
+        entry.attachment_list = versions.files(entry)  # a redo asks about its turn's files
     return {
         "report_html": report_html,
         "report_toc": report_toc,
@@ -69,6 +94,8 @@ def entry_context(entry: Entry) -> dict:
         "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
         "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
         "attachments": listed(entry),
+        "place": versions.place_of(entry),
+        "carried": carried_text(entry.carried),
     }
 
 

@@ -68,6 +68,16 @@ class SearchForm(forms.Form):
             "max_value": "That conversation was not found.",
         },
     )
+    # the version of the conversation's last turn the page shows: a follow-up goes on from it
+    version = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**63 - 1,
+        widget=forms.HiddenInput,
+        error_messages={
+            k: "That answer was not found; reload the page." for k in ("invalid", "min_value", "max_value")
+        },
+    )
     model = forms.ChoiceField(label="Model", required=False)
     mode = forms.ChoiceField(label="Mode", choices=MODES, required=False)
     sources = forms.MultipleChoiceField(
@@ -88,7 +98,13 @@ class SearchForm(forms.Form):
         error_messages={"invalid": "Use a language code such as en-US, de or pt-BR."},
     )
     incognito = forms.BooleanField(label="Incognito", required=False)
-    AT_HAND = ("q", "thread", "model", "mode")  # in the box and its row; the other fields under Options
+    AT_HAND = (
+        "q",
+        "thread",
+        "version",
+        "model",
+        "mode",
+    )  # in the box and its row; the other fields under Options
 
     def __init__(self, *args, catalogue: dict | None = None, tier: str = "", **kwargs) -> None:
         """`catalogue`: the model catalogue when the caller has read it already (else it is read);

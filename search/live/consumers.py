@@ -22,7 +22,7 @@ from django.utils import timezone
 from pplxweb import sockets
 from pplxweb.perplexity.research import QUESTIONS_MAX
 from search.display import entry_html, mark, new_entry_fragment
-from search.live import control, liveness, runner, starts
+from search.live import control, liveness, redo, runner, starts
 from search.models import Entry, entry_for, thread_for
 from search.saving import clean
 
@@ -112,6 +112,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.catch_up(data.get("entries"))
         elif action == "clarify":
             await self.clarify(data, bool(data.get("skip")))
+        elif action == "redo":
+            await self.redo(data)
+        elif action == "show":
+            await self.show_version(data)
         else:
             await self.search(data)
 
@@ -131,6 +135,35 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         # database: a new entry has no related rows to read.
         await asyncio.sleep(0)
         await self.send(text_data=new_entry_fragment(entry))
+
+    async def redo(self, data: dict) -> None:
+        """Ask again, Retry, Edit question: the turn answered again in place (search/live/redo.py);
+        the new version replaces the one the page shows and streams in."""
+        shown = data.get("entry")
+        try:
+            entry, request, preloaded = await redo.start(self.user, shown, _as_querydict(data))
+        except redo.NotStarted as exc:
+            await self.send(text_data=redo.refusal(shown, exc.message))
+            return
+        await self.follow(entry.pk)
+        runner.launch(entry, self.user, request, **preloaded)
+        await asyncio.sleep(0)  # as for a new question: its request goes out first
+        await self.send(
+            text_data=await database_sync_to_async(redo.in_place)(entry, redo.id_of(shown), "full")
+        )
+
+    async def show_version(self, data: dict) -> None:
+        """Another version of an answer, in the place of the one the page shows (`instead`)."""
+        instead = data.get("instead")
+
+        def shown() -> str:
+            entry = redo.show(self.user, data.get("entry"), redo.id_of(instead))
+            return redo.in_place(entry, redo.id_of(instead), "saved")
+
+        try:
+            await self.send(text_data=await database_sync_to_async(shown)())
+        except redo.NotStarted as exc:
+            await self.send(text_data=redo.refusal(instead, exc.message))
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)
@@ -211,8 +244,10 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             return None
         liveness.sweep_interrupted()
         # the running ones, and those that ended a moment ago: the page may show them running
+        # (a turn's other versions are not on the page)
         just_ended = timezone.now() - JUST_ENDED
-        return list(thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended)))
+        recent = thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended))
+        return list(recent.filter(shown=True))
 
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():

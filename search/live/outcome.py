@@ -19,6 +19,7 @@ from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sources import file_hits
 from search import attachments, images
+from search.live import upstream
 from search.models import Entry, Thread
 from search.render import scrub
 from search.saving import NOT_SAVED, fitted, save_outcome_failed
@@ -44,6 +45,8 @@ class RunState:
     downloads: Any = field(init=False, default=None)  # images.Downloads, set by the runner
     files: tuple = ()  # the question's files (search.models.Attachment): the answer's hits mark them
     ended: bool = False  # its outcome is saved (finish_run)
+    carried: str = ""  # why it was asked in a new Perplexity thread (search/live/upstream.py)
+    place: Any = None  # among its turn's versions (search.versions.Place), None: the only one
 
 
 def saved_result(entry: Entry) -> Result:
@@ -70,6 +73,9 @@ def save_run(run: RunState, final: bool) -> None:
         "report": scrub(result.report),
         "backend_uuid": result.backend_uuid[:200],  # as soon as they arrive (a restart reconnects)
         "context_uuid": result.context_uuid[:200],
+        "read_write_token": result.read_write_token,  # its thread's, for the next follow-up
+        "upstream_expires": upstream.expiry(run.snapshot.top) if run.snapshot is not None else None,
+        "carried": run.carried,
         "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
         "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
         "heartbeat": timezone.now(),
