@@ -177,7 +177,9 @@ def test_a_follow_up_refused_before_is_asked_again_in_place(owner_client, owner)
     such follow-ups into a new thread itself) offers Ask again in its conversation, which now
     carries it (search/live/upstream.py), not a new conversation."""
     thread = Thread.objects.create(user=owner, title="t")
-    Entry.objects.create(thread=thread, user=owner, question="What is X?", backend_uuid="b1", status="completed")
+    Entry.objects.create(
+        thread=thread, user=owner, question="What is X?", backend_uuid="b1", status="completed"
+    )
     refused = Entry.objects.create(
         thread=thread, user=owner, question="And Y?", status="failed",
         error="Perplexity no longer has this conversation: it is deleted on Perplexity.",
