@@ -36,6 +36,14 @@ class Place:
 ONLY = Place()
 
 
+def label(place: Place | None, shown: bool) -> str:
+    """ "version 2 of 3" for an answer of a turn asked more than once ("" for the only one), and
+    whether its conversation shows another."""
+    if place is None or place.of < 2:
+        return ""
+    return f"version {place.n} of {place.of}{'' if shown else ', not the one shown'}"
+
+
 def key(entry: Entry) -> int:
     """The turn an entry answers (its own id while it is the only answer)."""
     return entry.turn or entry.pk

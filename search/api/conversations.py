@@ -9,6 +9,7 @@ starts a new conversation.
 
 from __future__ import annotations
 
+from search import versions
 from search.display import with_footnotes
 from search.models import Entry, Thread
 
@@ -44,7 +45,8 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
         Entry.objects.filter(user=user, question=first).order_by("-pk").values_list("thread_id", flat=True)
     )
     for thread_id in dict.fromkeys(threads[:CANDIDATES]):
-        entries = list(Entry.objects.filter(thread_id=thread_id).order_by("created", "pk"))
+        every = Entry.objects.filter(thread_id=thread_id).order_by("created", "pk")
+        entries = [versions.shown_of(turn) for turn in versions.turns(every)]  # as its page shows it
         if len(entries) == len(pairs) and all(_same(pair, e) for pair, e in zip(pairs, entries, strict=True)):
             return thread_id
     return None

@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 
 from search import images
 from search.attachments import archive as attachment_archive
+from search.display import CARRIED
 from search.history import import_jobs
 from search.history.export import FORMAT
 from search.models import Entry, Thread
@@ -265,7 +266,8 @@ def _import(
                 entry.created = item["created"]
                 entry.images = _import_images(entry.pk, item.get("images"), archive)
                 attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
-            _set(entries, "created", "images")
+            _versions(entries, items)
+            _set(entries, "created", "images", "turn", "shown")
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
@@ -274,6 +276,30 @@ def _import(
         import_jobs.beat(job, imported, skipped)
         pacer.tick()
     return imported, skipped
+
+
+def _versions(entries: list[Entry], items: list[dict]) -> None:
+    """The versions of each turn as the file groups them (entries of one conversation with the
+    same `turn` number; search/versions.py): one turn key each, one version shown (the last the
+    file says is shown, else the latest). A file without turns has one answer a turn."""
+    turns: dict[tuple[int, int], list[tuple[Entry, dict]]] = {}
+    for entry, item in zip(entries, items, strict=True):
+        number = item.get("turn")
+        if isinstance(number, int) and not isinstance(number, bool):
+            turns.setdefault((entry.thread_id, number), []).append((entry, item))
+    for group in turns.values():
+        if len(group) < 2:
+            continue
+        shown = [entry for entry, item in group if item.get("shown") is True] or [group[-1][0]]
+        for entry, _ in group:
+            entry.turn, entry.shown = group[0][0].pk, entry is shown[-1]
+
+
+def _expiry(value) -> datetime | None:
+    try:
+        return _when(value) if value else None
+    except ImportRefused:
+        return None
 
 
 def _entry(item: dict, thread: Thread, user) -> Entry:
@@ -294,6 +320,10 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         model=str(item.get("model") or "")[:80],
         error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
         backend_uuid=str(item.get("backend_uuid") or "")[:200],
+        context_uuid=str(item.get("context_uuid") or "")[:200],
+        read_write_token=str(item.get("read_write_token") or "")[:200],
+        upstream_expires=_expiry(item.get("upstream_expires")),
+        carried=item["carried"] if item.get("carried") in CARRIED else "",
         origin="perplexity" if item.get("origin") == "perplexity" else "",
         asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
     )

@@ -52,6 +52,8 @@ SHOWN = (
     "asked_by",
     "model",
     "sources",
+    "turn",  # versions of one turn (search/versions.py)
+    "shown",
 )
 
 

@@ -14,8 +14,10 @@ from django.urls import reverse
 from django.utils import dateformat, timezone
 from django.utils.safestring import SafeString
 
+from search import versions
 from search.display import model_label
 from search.models import Entry
+from search.versions import Place
 
 STATUS = dict(Entry.Status.choices)
 
@@ -30,7 +32,8 @@ class Row:
     excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
     status: str
     status_label: str
-    # "14:05 · in “Why does bread rise?” · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources"
+    # "14:05 · in “Why does bread rise?” · version 2 of 3 · imported from Perplexity · asked by laptop
+    # · GPT-5.5 · 3 sources"
     facts: str
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
 
@@ -54,12 +57,14 @@ def thread_links() -> Callable[[int], str]:
     return lambda pk: f"{head}{pk}{tail}"
 
 
-def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) -> Row:
+def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str, place: Place | None) -> Row:
     sources = entry.sources if isinstance(entry.sources, list) else []
+    # a version its conversation does not show opens there in its answer's place
+    shows = "" if entry.shown else f"?version={entry.pk}"
     return Row(
         pk=entry.pk,
         question=entry.question,
-        link=f"{link(entry.thread_id)}#entry-{entry.pk}",
+        link=f"{link(entry.thread_id)}{shows}#entry-{entry.pk}",
         label=short(entry.question, 60),
         title=title,
         excerpt=excerpt,
@@ -70,6 +75,7 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
             for fact in (
                 when,
                 conversation(entry),
+                versions.label(place, entry.shown),
                 "imported from Perplexity" if entry.origin else "",
                 f"asked by {entry.asked_by}" if entry.asked_by else "",
                 model_label(entry.model, models),
@@ -84,23 +90,23 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
 def page_rows(entries: list[Entry], models: dict) -> list[Row]:
     """The newest-first page: the question and the answer's start shortened, a heading per day."""
     link, zone, previous = thread_links(), timezone.get_current_timezone(), None
-    rows = []
+    rows, places = [], versions.places(entries)
     for entry in entries:
         moment = entry.created.astimezone(zone)
         today: date = moment.date()
         day = dateformat.format(moment, "l j F Y") if today != previous else ""
         previous = today
         title, excerpt = short(entry.question, 200), short(getattr(entry, "preview", ""), 200)
-        rows.append(_row(entry, link, models, title, excerpt, f"{moment:%H:%M}", day))
+        rows.append(_row(entry, link, models, title, excerpt, f"{moment:%H:%M}", day, places.get(entry.pk)))
     return rows
 
 
 def search_rows(results: list[tuple[Entry, SafeString, SafeString]], models: dict) -> list[Row]:
     """Search results: the highlighted question and excerpt, each with its date and time."""
     link, zone = thread_links(), timezone.get_current_timezone()
-    rows = []
+    rows, places = [], versions.places([entry for entry, _, _ in results])
     for entry, title, excerpt in results:
         moment = entry.created.astimezone(zone)
         when = dateformat.format(moment, "j M Y, H:i")
-        rows.append(_row(entry, link, models, title, excerpt, when, ""))
+        rows.append(_row(entry, link, models, title, excerpt, when, "", places.get(entry.pk)))
     return rows

@@ -25,14 +25,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from pplxweb.perplexity.errors import GONE, AuthError, FollowUpRefused, PerplexityError, ThreadGone
-from pplxweb.perplexity.library import parse_time
 from pplxweb.perplexity.merge import Snapshot
 from pplxweb.perplexity.request import AskRequest, FollowUp
 from search.live import carry, terminate
@@ -41,19 +40,11 @@ log = logging.getLogger(__name__)
 EXPIRED = "EXPIRED"  # its expiry_time had passed: not asked there
 REFUSED = "REFUSED"  # 403 {} with the session fine
 NEW_THREAD = "NEW_THREAD"  # answered in another thread than the one followed up
-REASONS = (EXPIRED, REFUSED, NEW_THREAD, *GONE)  # what Entry.carried may hold
 EXPIRY_MARGIN = timedelta(minutes=1)  # a thread this close to its expiry is taken as expired
 UNCHECKED = (
     "Perplexity refused to continue this conversation, and pplxweb could not check the linked "
     "session ({reason}). Try again in a moment."
 )
-
-
-def expiry(top: dict) -> datetime | None:
-    """When the stream's thread expires (an incognito one's `expiry_time`, naive UTC in the
-    captures, docs/protocol.md §4.5), within the dates a database keeps."""
-    moment = parse_time(top.get("expiry_time"))
-    return moment if moment is not None and 2000 <= moment.year <= 9000 else None
 
 
 def expired(follow_up: FollowUp | None) -> bool:
