@@ -33,6 +33,18 @@ def _domains(text: str, label: str) -> list[str]:
     return found
 
 
+def _hidden_id(not_found: str) -> forms.IntegerField:
+    """A row's id in a hidden field. Ids are 64-bit (BigAutoField): a larger one would make the
+    database raise, not find nothing."""
+    return forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**63 - 1,
+        widget=forms.HiddenInput,
+        error_messages={key: not_found for key in ("invalid", "min_value", "max_value")},
+    )
+
+
 class SearchForm(forms.Form):
     q = forms.CharField(
         label="Ask anything",
@@ -56,28 +68,9 @@ class SearchForm(forms.Form):
             }
         ),
     )
-    # ids are 64-bit (BigAutoField): a larger one would make the database raise, not find nothing
-    thread = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=2**63 - 1,
-        widget=forms.HiddenInput,
-        error_messages={
-            "invalid": "That conversation was not found.",
-            "min_value": "That conversation was not found.",
-            "max_value": "That conversation was not found.",
-        },
-    )
+    thread = _hidden_id("That conversation was not found.")
     # the version of the conversation's last turn the page shows: a follow-up goes on from it
-    version = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=2**63 - 1,
-        widget=forms.HiddenInput,
-        error_messages={
-            k: "That answer was not found; reload the page." for k in ("invalid", "min_value", "max_value")
-        },
-    )
+    version = _hidden_id("That answer was not found; reload the page.")
     model = forms.ChoiceField(label="Model", required=False)
     mode = forms.ChoiceField(label="Mode", choices=MODES, required=False)
     sources = forms.MultipleChoiceField(

@@ -26,6 +26,12 @@ def reply_text(entry: Entry) -> str:
     return with_footnotes(entry.report or entry.answer, entry.sources)
 
 
+def shown(thread_id: int) -> list[Entry]:
+    """A conversation's turns as its page shows them: each turn's shown version (search/versions.py)."""
+    every = Entry.objects.filter(thread_id=thread_id).order_by("created", "pk")
+    return [versions.shown_of(turn) for turn in versions.turns(every)]
+
+
 def named(user, conversation_id) -> int | None:
     """The person's own conversation `conversation_id` names, else None."""
     text = str(conversation_id).strip()
@@ -45,8 +51,7 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
         Entry.objects.filter(user=user, question=first).order_by("-pk").values_list("thread_id", flat=True)
     )
     for thread_id in dict.fromkeys(threads[:CANDIDATES]):
-        every = Entry.objects.filter(thread_id=thread_id).order_by("created", "pk")
-        entries = [versions.shown_of(turn) for turn in versions.turns(every)]  # as its page shows it
+        entries = shown(thread_id)
         if len(entries) == len(pairs) and all(_same(pair, e) for pair, e in zip(pairs, entries, strict=True)):
             return thread_id
     return None

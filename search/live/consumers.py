@@ -143,7 +143,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         try:
             entry, request, preloaded = await redo.start(self.user, shown, _as_querydict(data))
         except redo.NotStarted as exc:
-            await self.send(text_data=redo.refusal(shown, exc.message))
+            await self.send(text_data=redo.refusal(shown, exc.message, data.get("from") == "edit"))
             return
         await self.follow(entry.pk)
         runner.launch(entry, self.user, request, **preloaded)

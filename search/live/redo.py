@@ -154,10 +154,15 @@ def in_place(entry: Entry, instead: int, kind: str) -> str:
     return mark(entry.pk, 0, kind) + html + field + (follow if kind == "full" else "")
 
 
-def refusal(entry_id, message: str) -> str:
-    """A redo's sentence under its answer (under the box when that answer was not found)."""
+def refusal(entry_id, message: str, edited: bool = False) -> str:
+    """A redo's sentence under the button that asked it (its answer's actions, or the edit form
+    when `edited`), or under the box when that answer was not found."""
     try:
-        slot = "search-error" if message == NOT_FOUND else f"entry-{id_of(entry_id)}-redo"
+        slot = (
+            "search-error"
+            if message == NOT_FOUND
+            else f"entry-{id_of(entry_id)}-{'editnote' if edited else 'redo'}"
+        )
     except NotStarted:
         slot = "search-error"
     return render_to_string("search/redo_refused.html", {"slot": slot, "message": message})
