@@ -58,25 +58,20 @@ def footnotes(sources: list) -> str:
 
 
 CARRIED = {  # why an answer was asked in a new Perplexity thread (Entry.carried, search/live/upstream.py)
-    "EXPIRED": "had expired (incognito threads last a day)",
-    "ENTRY_EXPIRED": "had expired",
-    "ENTRY_DELETED": "was deleted",
-    "VIEW_THREAD_NOT_ALLOWED": "is not viewable with this account",
-    "THREAD_NOT_FOUND": "was not found",
-    "REFUSED": "refused this follow-up",
-    "NEW_THREAD": "did not go on (Perplexity started a new one)",
+    "EXPIRED": "Perplexity’s thread had expired (incognito threads last a day)",
+    "ENTRY_EXPIRED": "Perplexity’s thread had expired",
+    "ENTRY_DELETED": "Perplexity’s thread was deleted",
+    "VIEW_THREAD_NOT_ALLOWED": "Perplexity’s thread is not viewable with this account",
+    "THREAD_NOT_FOUND": "Perplexity’s thread was not found",
+    "REFUSED": "Perplexity refused to go on in its thread",
+    "NEW_THREAD": "Perplexity answered outside this conversation’s thread",
 }
+CARRIED_SO = ": asked in a new one with the earlier questions."
 
 
 def carried_text(code: str) -> str:
     """The quiet line of an answer asked in a new Perplexity thread ("" for any other)."""
-    if not code:
-        return ""
-    why = CARRIED.get(code, CARRIED["THREAD_NOT_FOUND"])
-    return (
-        "Asked in a new Perplexity thread with the earlier questions as context: "
-        f"this conversation’s thread there {why}."
-    )
+    return f"{CARRIED.get(code, CARRIED['THREAD_NOT_FOUND'])}{CARRIED_SO}" if code else ""
 
 
 def entry_context(entry: Entry) -> dict:

@@ -76,6 +76,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.thread_id = None  # the conversation the page shows (an agent's answer there joins it)
+        self.showing = _id(query.get("showing"))  # a version it shows in another's place (?version=)
         if (thread_id := _id(query.get("thread"))) is not None:
             await self.watch_thread(thread_id)
 
@@ -244,10 +245,15 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             return None
         liveness.sweep_interrupted()
         # the running ones, and those that ended a moment ago: the page may show them running
-        # (a turn's other versions are not on the page)
+        # (of a turn, the page shows one version: the shown one, or the one it names)
         just_ended = timezone.now() - JUST_ENDED
         recent = thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended))
-        return list(recent.filter(shown=True))
+        showing = thread.entries.filter(pk=self.showing).exclude(turn=None).first() if self.showing else None
+        if showing is None:
+            return list(recent.filter(shown=True))
+        return list(
+            recent.filter(Q(shown=True) | Q(pk=showing.pk)).exclude(Q(turn=showing.turn) & ~Q(pk=showing.pk))
+        )
 
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():

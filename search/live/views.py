@@ -184,6 +184,7 @@ def _thread_context(user, thread: Thread, showing: int | None = None) -> dict:
         "items": [entry_context(e) for e in shown],
         "running": any(e.status == Entry.Status.RUNNING for e in entries),
         "shown_version": shown[-1].pk if shown else "",
+        "showing": showing if any(e.pk == showing and not e.shown for e in shown) else None,
     }
 
 

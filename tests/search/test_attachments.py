@@ -346,7 +346,7 @@ async def test_ask_again_and_edit_and_ask_again_reuse_the_files(owner, alinked, 
     assert attachments.path_of(kept).read_bytes() == PDF
     page = (await client.get(reverse("search:thread", args=[first.thread_id]))).content.decode()
     assert f'id="entry-{second.pk}"' in page and "statement.pdf" in page  # the version shows its turn's file
-    # "New conversation with this question": the box comes with fresh copies, ticked
+    # "Ask in a new conversation": the box comes with fresh copies, ticked
     page = (await client.get(reverse("search:home") + f"?again={first.pk}")).content.decode()
     copy = await Attachment.objects.filter(entry__isnull=True).aget()
     assert f'name="attachment" value="{copy.pk}" checked' in page and "first" in page

@@ -22,7 +22,7 @@ from tests.search.test_versions import body, params, stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SESSION = {"user": {"id": "u", "email": "me@example.com"}, "expires": "2027-01-01T00:00:00Z"}
-QUIET = "Asked in a new Perplexity thread with the earlier questions as context"
+QUIET = "asked in a new one with the earlier questions."
 
 
 async def first_turn(owner, route_streams, upstream, **extra):
