@@ -15,6 +15,7 @@ import logging
 from dataclasses import replace
 
 from channels.db import database_sync_to_async
+from django.db import IntegrityError
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
@@ -38,7 +39,7 @@ class NotStarted(Exception):
         self.message = message
 
 
-def edit_form(entry: Entry, data: QueryDict | None = None, **kwargs) -> SearchForm:
+def edit_form(entry: Entry, data: dict | None = None, **kwargs) -> SearchForm:
     """The question, model and mode of a redo, as its turn asked them (or as `data` changes them);
     ids of its own, as several answers' forms may be open at once."""
     options = asking.options_from_json(entry.options)
@@ -66,14 +67,12 @@ def _checked(user, entry_id, data: QueryDict):
     if entry.running:
         raise NotStarted(versions.StillRunning.message)
     current = catalogue()
-    form = edit_form(entry, QueryDict(mutable=True), catalogue=current)
-    form.data.update(
-        {
-            "q": data.get("q") or entry.question,
-            "model": data.get("model") or "",
-            "mode": data.get("mode") or "",
-        }
-    )
+    asked = {
+        "q": data.get("q") or entry.question,
+        "model": data.get("model") or "",
+        "mode": data.get("mode") or "",
+    }
+    form = edit_form(entry, asked, catalogue=current)
     if not form.is_valid():
         raise NotStarted(" ".join(str(e) for errors in form.errors.values() for e in errors))
     saved = asking.options_from_json(entry.options)
@@ -96,7 +95,7 @@ def _begin(user, entry: Entry, question: str, options, files: list, preloaded: d
         new = asking.start_search(user, question, options, entry.thread_id, redo=entry)
     except asking.SearchRefused as exc:
         raise NotStarted(exc.message) from None
-    except Http404:
+    except (Http404, IntegrityError):  # gone meanwhile (deleted, its person removed): rolled back whole
         raise NotStarted(NOT_FOUND) from None
     new.attachment_list = files  # its turn's rows (their fresh links)
     new.place = versions.place_of(new)

@@ -5,13 +5,11 @@ shown; history, exports and imports keep every version."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
 from django.urls import reverse
 
 from search import versions
@@ -19,6 +17,7 @@ from search.history import export, imports
 from search.models import Entry, Thread
 from tests.search.conftest import Paced, answer_stream, serve
 from tests.search.test_consumer import connect, receive_until
+from tests.search.test_pages import client_for, wait_done
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,21 +35,6 @@ def params(route, n: int = -1) -> dict:
 
 def body(route, n: int = -1) -> dict:
     return json.loads(route.calls[n].request.content)
-
-
-async def client_for(user) -> AsyncClient:
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
-    return client
-
-
-async def wait_done(pk: int) -> Entry:
-    for _ in range(200):
-        entry = await Entry.objects.aget(pk=pk)
-        if entry.status != "running":
-            return entry
-        await asyncio.sleep(0.05)
-    raise AssertionError("still running")
 
 
 async def conversation(owner, route_streams, upstream):
