@@ -5,7 +5,8 @@ expires, as the captures show (docs/protocol.md §4.4, §4.5):
   and `expiry_time` a day later (naive ISO, UTC: the captures' form); any other says
   `privacy_state: "NONE"` and has no expiry;
 - a follow-up's stream carries its thread's `context_uuid`, `read_write_token` and slug, whatever
-  the built or replayed answer had, and the thread's expiry;
+  the built or replayed answer had, and the thread's expiry (a thread of the fake's library,
+  library.py, included);
 - a follow-up into an incognito thread past its expiry is refused as a thread that is gone
   (`expired`, in the form the plan's `gone_as` picks: gone.py).
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from tests.fake_perplexity import library
 
 LIFETIME = 24 * 3600.0
 IDS = ("context_uuid", "read_write_token", "thread_url_slug")
@@ -40,7 +43,8 @@ def place(state: dict, plan: dict, body: dict, stream: list[dict]) -> None:
         return
     params = _params(body)
     threads: dict[str, Any] = state.setdefault("threads", {})
-    known = threads.get(params.get("last_backend_uuid"))
+    last = params.get("last_backend_uuid")
+    known = threads.get(last) or library.thread_of(last)  # a thread of the fake's library too
     head = stream[0]
     if known is not None:
         for event in stream:
