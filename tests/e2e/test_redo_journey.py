@@ -121,6 +121,8 @@ async def test_ask_again_edit_and_retry_answer_in_place(page, pplxweb_server, fa
     third = entries.nth(2)
     await third.get_by_role("button", name="Ask again").click()
     await expect(third.locator(".answer")).to_contain_text("Slowly", timeout=10000)
+    await expect(third.locator(".entry-status")).to_contain_text("version 2 of 2")
+    await shoot(page, "running")
     await third.get_by_role("button", name="Stop").click()
     await expect(third.locator(".status-stopped")).to_be_attached(timeout=10000)
     await expect(third.locator(".versions .count")).to_have_text("2 of 2")
@@ -169,6 +171,7 @@ async def test_without_javascript_ask_again_and_versions_work(page, pplxweb_serv
     await expect(plain.locator(".versions .count")).to_have_text("1 of 2")
     await plain.get_by_role("link", name="Edit question").click()
     await expect(plain.locator("h1")).to_have_text("Edit the question")
+    await shoot(plain, "edit-page", audit=False)  # axe needs JavaScript
     await plain.fill("form.edit-question textarea", "Without scripts, edited?")
     control(base, ask={"answer": ["Edited, plainly."], "pace": 0.01})
     await plain.get_by_role("button", name="Ask again").click()
