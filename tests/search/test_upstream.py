@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import PerplexityAccount
@@ -210,3 +211,24 @@ def test_the_carried_question_holds_the_last_turns_within_the_limit(owner):
     text = carry.question_for(last.pk, long)
     assert len(text) <= MAX_QUESTION and "Question 5?" in text and "Question 4?" not in text
     assert carry.question_for(last.pk, "x" * MAX_QUESTION) == "x" * MAX_QUESTION  # no room: alone
+
+
+def test_deleting_on_perplexity_deletes_each_thread_the_conversation_used(
+    owner_client, owner, linked, upstream
+):
+    thread = Thread.objects.create(user=owner, title="t", read_write_token="rw-old")
+    kinds = {"status": "completed", "credential": "session"}
+    Entry.objects.create(thread=thread, question="q1", backend_uuid="b1", context_uuid="c-old", **kinds)
+    Entry.objects.create(thread=thread, question="q2", backend_uuid="b2", context_uuid="c-old", **kinds)
+    Entry.objects.create(
+        thread=thread, question="q3", backend_uuid="b3", context_uuid="c-new", read_write_token="rw-new",
+        carried="ENTRY_EXPIRED", **kinds,
+    )  # fmt: skip
+    route = upstream.delete("/rest/thread/delete_thread_by_entry_uuid").respond(json={"status": "success"})
+    chosen = list(Entry.objects.values_list("pk", flat=True))
+    owner_client.post(reverse("search:delete"), {"entry": chosen, "confirm": "1", "upstream": "1"})
+    sent = sorted((json.loads(call.request.content) for call in route.calls), key=str)
+    assert sent == [
+        {"entry_uuid": "b1", "read_write_token": "rw-old"},  # the conversation's first thread
+        {"entry_uuid": "b3", "read_write_token": "rw-new"},  # and the one it went on in
+    ]
