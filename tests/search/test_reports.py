@@ -203,7 +203,9 @@ def test_they_are_found_exported_and_imported_back(owner, member):
     entry = Entry.objects.create(
         thread=thread, question="Fees of OCIOs?", status="completed", answer="x", clarifications=CLARIFIED
     )
-    assert [found.entry.pk for found in history.search(owner, history.Filters(text="patagonia"))] == [entry.pk]
+    assert [found.entry.pk for found in history.search(owner, history.Filters(text="patagonia"))] == [
+        entry.pk
+    ]
     markdown = export.thread_markdown(thread)
     assert (
         "**Perplexity asked before researching: One definition will change the comparison** (answered)\n\n"
@@ -213,7 +215,9 @@ def test_they_are_found_exported_and_imported_back(owner, member):
     assert imports.import_history(member, raw) == (1, 0)
     copy = Entry.objects.get(user=member)
     assert copy.clarifications == CLARIFIED
-    assert [found.entry.pk for found in history.search(member, history.Filters(text="patagonia"))] == [copy.pk]
+    assert [found.entry.pk for found in history.search(member, history.Filters(text="patagonia"))] == [
+        copy.pk
+    ]
 
 
 def test_an_import_keeps_only_what_clarifications_can_be():
