@@ -209,3 +209,20 @@ def before_delete(entries) -> None:
         Attachment.objects.filter(entry__turn=turn, entry__in=leaving).update(entry=rows[0])
         if not any(row.shown for row in rows):
             Entry.objects.filter(pk=rows[-1].pk).update(shown=True)
+
+
+def from_file(entries: list[Entry], items: list[dict]) -> None:
+    """The versions of each turn as the file groups them (entries of one conversation with the
+    same `turn` number): one turn key each, one version shown (the last the
+    file says is shown, else the latest). A file without turns has one answer a turn."""
+    turns: dict[tuple[int, int], list[tuple[Entry, dict]]] = {}
+    for entry, item in zip(entries, items, strict=True):
+        number = item.get("turn")
+        if isinstance(number, int) and not isinstance(number, bool):
+            turns.setdefault((entry.thread_id, number), []).append((entry, item))
+    for group in turns.values():
+        if len(group) < 2:
+            continue
+        shown = [entry for entry, item in group if item.get("shown") is True] or [group[-1][0]]
+        for entry, _ in group:
+            entry.turn, entry.shown = group[0][0].pk, entry is shown[-1]

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from pplxweb.datadir import private_file, private_folder
-from search import clarifications, images, rendered
+from search import clarifications, images, rendered, versions
 from search.attachments import archive as attachment_archive
 from search.display import CARRIED
 from search.history import import_jobs
@@ -299,26 +299,9 @@ def _write(user, archive: zipfile.ZipFile | None, parts: list[tuple[Thread, list
         entry.images = _import_images(entry.pk, item.get("images"), archive)
         attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
     if entries:
-        _versions(entries, items)
+        versions.from_file(entries, items)
         _set(entries, "created", "images", "turn", "shown")
         rendered.keep_large(entries)
-
-
-def _versions(entries: list[Entry], items: list[dict]) -> None:
-    """The versions of each turn as the file groups them (entries of one conversation with the
-    same `turn` number; search/versions.py): one turn key each, one version shown (the last the
-    file says is shown, else the latest). A file without turns has one answer a turn."""
-    turns: dict[tuple[int, int], list[tuple[Entry, dict]]] = {}
-    for entry, item in zip(entries, items, strict=True):
-        number = item.get("turn")
-        if isinstance(number, int) and not isinstance(number, bool):
-            turns.setdefault((entry.thread_id, number), []).append((entry, item))
-    for group in turns.values():
-        if len(group) < 2:
-            continue
-        shown = [entry for entry, item in group if item.get("shown") is True] or [group[-1][0]]
-        for entry, _ in group:
-            entry.turn, entry.shown = group[0][0].pk, entry is shown[-1]
 
 
 def _expiry(value) -> datetime | None:
