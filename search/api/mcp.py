@@ -163,8 +163,12 @@ async def search_history(query: Annotated[str, Field(description="words to find"
         except history.QueryTooLong as exc:
             raise ToolError(exc.message) from None
         return [
-            Match(question=entry.question, conversation_id=str(entry.thread_id), snippet=_plain(excerpt))
-            for entry, _, excerpt in results
+            Match(
+                question=hit.entry.question,
+                conversation_id=str(hit.entry.thread_id),
+                snippet=_plain(hit.excerpt),
+            )
+            for hit in results
         ]
 
     return Matches(matches=await database_sync_to_async(found)())
