@@ -38,6 +38,7 @@ os.environ.pop("REDIS_URL", None)
 
 import httpx  # noqa: E402
 
+from tests.benchmarks.servers import memory_mb  # noqa: E402
 from tests.e2e.conftest import control, start, start_pplxweb, stop  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -55,10 +56,8 @@ def pdf(path: Path) -> Path:
 
 
 def rss_mb(pid: int) -> float:
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmRSS"):
-            return int(row.split()[1]) / 1024
-    return 0.0
+    """The server's processes together (granian's main process and its worker)."""
+    return memory_mb(pid)
 
 
 class Sampler:
