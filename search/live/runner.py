@@ -247,8 +247,9 @@ class Run(RunState):
                         # per event only this; extraction and rendering wait for the next update
                         self.snapshot = snapshot
                         if not ids_saved and snapshot.top.get("backend_uuid"):
-                            ids_saved, last_save = True, time.monotonic()
-                            self.save_progress()  # its ids, saved at once: a restart rejoins the run
+                            # its ids, saved at once (or after the save in flight): a restart rejoins the run
+                            ids_saved = self.save_progress()
+                            last_save = time.monotonic()
                         if self.first_byte_ms is None and stream.first_byte is not None:
                             self.first_byte_ms = int((stream.first_byte - self.started) * 1000)
                         now = self._last_event = time.monotonic()
@@ -330,15 +331,16 @@ class Run(RunState):
         await self.update(final=True)
         await rendered.keep(self.entry_id)  # its page loads read the HTML from here on
 
-    def save_progress(self) -> None:
+    def save_progress(self) -> bool:
         """Save what arrived so far, beside the stream: the stream never waits for the database
         (at 50 starts at once its one thread has a queue, and a stream waiting in it stalls).
-        At most one progress save is in flight; the final save waits for it."""
+        At most one progress save is in flight (False: one was); the final save waits for it."""
         if self._saving is not None and not self._saving.done():
-            return
+            return False
         self._refresh_result()
         self._saving = asyncio.ensure_future(database_sync_to_async(outcome.save_run)(self, False))
         self._saving.add_done_callback(self._saved)
+        return True
 
     def _saved(self, task: asyncio.Future) -> None:
         if not task.cancelled() and task.exception() is not None:  # the final save writes it all

@@ -11,6 +11,7 @@ server is back.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -82,9 +83,15 @@ def unexpected(errors: list[str]) -> list[str]:
 
 
 async def streaming(page, server: Server, fake: str, question: str, parts: int):
-    """The owner signed in and `question` asked; its answer ("part0 part1 ...") is arriving."""
+    """The owner signed in and `question` asked; its answer ("part0 part1 ...") is arriving and
+    its upstream ids are saved (what a process started after a kill rejoins the run by; a kill
+    before that save leaves the answer interrupted, search/live/liveness.py)."""
     await linked_owner()
-    return await redis_outage.streaming(page, server.base, fake, question, parts)
+    entry = await redis_outage.streaming(page, server.base, fake, question, parts)
+    async with asyncio.timeout(20):  # a bound for a busy machine, not a figure
+        while not await Entry.objects.filter(question=question).exclude(backend_uuid="").aexists():
+            await asyncio.sleep(0.05)
+    return entry
 
 
 @SIZES
