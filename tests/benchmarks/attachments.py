@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.benchmarks.attachments
 
-pplxweb (daphne subprocess, plain httpx like the bare client) takes the file with the question
+pplxweb (its server in a subprocess, plain httpx like the bare client) takes the file with the question
 on the plain multipart form (POST /search/): it keeps the file, uploads it to the fake's storage,
 waits for the processing stream, then asks. The bare client (pplxweb/perplexity/uploads.py
 alone, in this process) uploads the same file from disk and asks. Both are timed from the moment

@@ -1,5 +1,6 @@
-"""Benchmark: does one person's import slow another person's pages? The real server (daphne),
-a scratch SQLite data dir; another person's history page (2,000 entries) timed from outside.
+"""Benchmark: does one person's import slow another person's pages? The real server (granian, as
+`manage.py serve` runs it), a scratch SQLite data dir; another person's history page (2,000
+entries) timed from outside.
 
     .venv/bin/python -m tests.benchmarks.import_load
 

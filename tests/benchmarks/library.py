@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.benchmarks.library [THREADS] [TURNS] [CHANGED]
 
-The fake Perplexity runs under daphne on a loopback port (tests/fake_perplexity/, its library
+The fake Perplexity runs under granian on a loopback port (tests/fake_perplexity/, its library
 generated: THREADS threads of TURNS turns, default 1,000 x 5) and pplxweb's library job imports
 it over HTTP with pacing off (PPLXWEB_LIBRARY_PACE=0), as the server runs it. Printed: the
 import's time, requests and the process's peak memory (max RSS, Django and all), the database's
