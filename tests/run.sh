@@ -5,6 +5,9 @@
 # on loopback, and stops them again however the run ends.
 #   PPLXWEB_TEST_SETUPS="sqlite"    run one set-up only (default: "sqlite postgres")
 #   make test ARGS="-k consumer"    extra pytest arguments, passed to both runs
+#   PPLXWEB_TEST_WORKERS=N          pytest workers per pass (pytest-xdist; default 3: the browser
+#                                   tests mostly wait on their server and Chromium); ARGS="-n0"
+#                                   runs in one process
 # The SQLite pass runs every test; the PostgreSQL + Redis pass what depends on the database and
 # the channel layer, and one browser journey per feature (markers: tests/conftest.py).
 POSTGRES_TESTS="database and not browser or journey"
@@ -58,7 +61,8 @@ start_services() {
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 }
 
-PYTEST_ARGS=("$@")
+PYTEST_ARGS=(-n "${PPLXWEB_TEST_WORKERS:-3}" "$@")
+CALLER_ARGS=$#
 run_suite() {  # NAME MARKERS ENV-COMMAND...: run pytest under that environment with a data dir of its own
   local name=$1 markers=$2 data
   shift 2
@@ -66,7 +70,7 @@ run_suite() {  # NAME MARKERS ENV-COMMAND...: run pytest under that environment 
   data=$(mktemp -d "$RUN/data-$name.XXXX")
   local rc=0
   "$@" PPLXWEB_DATA_DIR="$data" "$PY" -m pytest ${markers:+-m "$markers"} "${PYTEST_ARGS[@]}" || rc=$?
-  if [ "$rc" = 5 ] && ((${#PYTEST_ARGS[@]})); then  # a selection of the caller's that has none here
+  if [ "$rc" = 5 ] && ((CALLER_ARGS > 0)); then  # a selection of the caller's that has none here
     echo "(none of the selected tests runs on $name)"
     rc=0
   fi

@@ -7,6 +7,13 @@ import os
 import tempfile
 
 os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-test-"))
+# Each pytest worker (pytest-xdist, tests/run.sh) has a data dir of its own: entry ids repeat
+# between the workers' databases, and attachments and images are filed by them. The server
+# processes a worker starts inherit it (tests/e2e/conftest.py server_env).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PPLXWEB_DATA_DIR"] = os.path.join(
+        os.environ["PPLXWEB_DATA_DIR"], os.environ["PYTEST_XDIST_WORKER"]
+    )
 # WhiteNoise looks for STATIC_ROOT when the app is built; collectstatic fills it (conftest.py).
 os.makedirs(os.path.join(os.environ["PPLXWEB_DATA_DIR"], "static"), exist_ok=True)
 # Tests never reach the real Perplexity: an unmocked call fails to resolve these names.
@@ -17,6 +24,7 @@ for name in ("PPLXWEB_ADMIN_USER", "PPLXWEB_ADMIN_PASSWORD", "PPLXWEB_DEBUG", "P
     os.environ.pop(name, None)
 
 from pplxweb.settings import *  # noqa: E402, F403
+from tests.server_settings import CHANNEL_LAYERS  # noqa: E402, F401 (a worker's own on Redis)
 
 LIBRARY_KEEPER = False  # library jobs run where a test starts them (the e2e server keeps its own)
 

@@ -47,6 +47,8 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
     if not pairs:
         return None
     first = pairs[0][0].strip()
+    if not storable(first):  # no saved question holds it (search/forms.py cleans each one)
+        return None
     threads = (
         Entry.objects.filter(user=user, question=first).order_by("-pk").values_list("thread_id", flat=True)
     )
@@ -55,6 +57,16 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
         if len(entries) == len(pairs) and all(_same(pair, e) for pair, e in zip(pairs, entries, strict=True)):
             return thread_id
     return None
+
+
+def storable(text: str) -> bool:
+    """Text a database can be asked about: no NUL (PostgreSQL refuses it), no lone surrogate
+    (UTF-8 cannot carry one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 def _pairs(earlier: list[tuple[str, str]]) -> list[tuple[str, str]] | None:

@@ -127,13 +127,23 @@ async def test_the_pages_limits_hold_running_searches_are_429_with_retry_after(o
     assert "2 searches running" in error(refused)["message"] and error(refused)["type"] == "rate_limit_error"
 
 
-async def test_two_requests_continuing_one_conversation_at_once_the_second_waits(owner, alinked, token):
+async def test_two_requests_continuing_one_conversation_at_once_the_second_is_refused(owner, alinked, token):
     thread = await Thread.objects.acreate(user=owner, title="t")
     await Entry.objects.acreate(thread=thread, user=owner, question="first", status="running")
     busy = await post(token, ask("second", metadata={"conversation_id": str(thread.pk)}))
     assert busy.status_code == 409 and busy["Retry-After"] == "5"
     assert "still answering another question" in error(busy)["message"]
     assert await Entry.objects.acount() == 1
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\x00b"], ids=["lone surrogate", "NUL"])
+async def test_earlier_messages_no_database_can_hold_are_no_conversation_not_a_server_error(
+    owner, token, bad
+):
+    body = {"model": "best", "messages": [{"role": "user", "content": bad}, {"role": "assistant", "content": "a"},
+                                          {"role": "user", "content": "q"}]}  # fmt: skip
+    response = await post(token, body)  # compared with nothing, then the owner is not linked here
+    assert response.status_code == 403 and "Link your Perplexity account" in error(response)["message"]
 
 
 async def test_someone_without_a_link_is_told_to_link(member, owner):
