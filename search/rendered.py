@@ -70,7 +70,9 @@ def store(entry: Entry, html: Html) -> None:
             defaults={"key": key(entry), "answer": html.answer, "report": html.report, "toc": html.toc},
         )
     except DatabaseError:
-        log.exception("keeping the HTML of entry %s failed", entry.pk)
+        if Entry.objects.filter(pk=entry.pk).exists():
+            log.exception("keeping the HTML of entry %s failed", entry.pk)
+        # else the entry was deleted meanwhile (its person, its conversation): nothing to keep
 
 
 def html(entry: Entry) -> Html:

@@ -98,7 +98,9 @@
       boxQuiet("hint");
       q.placeholder = q.dataset.asking || q.placeholder;
       if (label && label.dataset.asking) label.textContent = label.dataset.asking;
-      const ended = document.querySelector("#entries .clarify .clarify-ended");
+      // the countdown ended here, or the server's update that the research went on came first
+      const asked = [...document.querySelectorAll("#entries article.entry")].pop();
+      const ended = asked && asked.querySelector(".clarify .clarify-ended, .clarify .clarified[data-outcome=auto]");
       if (ended && q.value.trim() && !answering) {
         boxSays("ended", "Perplexity went on without an answer (its countdown ended). What you typed stays in the box and was not sent.");
       }

@@ -30,6 +30,7 @@ class ChatRequest:
     earlier: list[tuple[str, str]]  # (role, text) before the question
     conversation_id: str | None
     notice: str = ""
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with `usage`
 
 
 def body_of_size(request: HttpRequest) -> bytes:
@@ -76,6 +77,11 @@ def chat_request(data: dict) -> ChatRequest:
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("stream must be true or false.", "invalid_stream")
+    options = data.get("stream_options") or {}
+    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+        raise invalid(
+            'stream_options must be an object such as {"include_usage": true}.', "invalid_stream_options"
+        )
     n = data.get("n", 1)
     if n not in (1, None):
         raise invalid("pplxweb gives one answer per request (n must be 1).", "invalid_n")
@@ -84,7 +90,10 @@ def chat_request(data: dict) -> ChatRequest:
         raise invalid('metadata must be an object, e.g. {"conversation_id": "12"}.', "invalid_metadata")
     conversation = metadata.get("conversation_id")
     conversation = str(conversation) if isinstance(conversation, str | int) and conversation != "" else None
-    return ChatRequest(question, model or None, stream, turns[:-1], conversation, _tools_notice(data))
+    return ChatRequest(
+        question, model or None, stream, turns[:-1], conversation, _tools_notice(data),
+        stream and options.get("include_usage", False),
+    )  # fmt: skip
 
 
 def _message(message, index: int) -> tuple[str, str]:

@@ -91,6 +91,11 @@ def _continued(user, chat) -> int | None:
     return conversations.matching(user, chat.earlier)
 
 
+# Perplexity's web protocol says nothing of tokens: the counts are zero, present because
+# OpenAI's clients read them (llm 0.36 fails on a whole reply without `usage`).
+USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
 class Reply:
     """One answer as OpenAI's client reads it: whole, or as server-sent chunks."""
 
@@ -125,7 +130,7 @@ class Reply:
         message = {"role": "assistant", "content": final.content}
         choice = {"index": 0, "message": message, "finish_reason": STOP.get(final.status, "length")}
         return {**self._head("chat.completion"), "choices": [choice], "citations": final.citations,
-                **self._outcome(final)}  # fmt: skip
+                "usage": USAGE, **self._outcome(final)}  # fmt: skip
 
     def _outcome(self, final: answers.Final) -> dict:
         # not "error": OpenAI's clients take any chunk with an "error" key for a failed stream
@@ -163,6 +168,9 @@ class Reply:
             yield self._chunk({"content": rest})
         finish = STOP.get(final.status, "length")
         yield self._chunk({}, finish, citations=final.citations, **self._outcome(final))
+        if self.chat.include_usage:  # OpenAI's shape: a last chunk with no choices
+            data = {**self._head("chat.completion.chunk"), "choices": [], "usage": USAGE}
+            yield f"data: {json.dumps(data)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
 

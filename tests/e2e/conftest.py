@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def wait_for(proc: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a bound for a busy machine (a fresh data dir migrates first)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early:\n{log.read_text()[-3000:]}")

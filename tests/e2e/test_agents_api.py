@@ -71,6 +71,7 @@ async def test_openai_sdk_asks_streams_and_continues(pplxweb_server, fake_perple
         and "[^1]: [Paris - Wikipedia](https://en.wikipedia.org/wiki/Paris)" in content
     )
     assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage.total_tokens == 0  # present (clients read it), unknown to pplxweb
     assert reply.model_extra["citations"] == [
         "https://en.wikipedia.org/wiki/Paris",
         "https://example.org/paris",
@@ -89,8 +90,13 @@ async def test_openai_sdk_asks_streams_and_continues(pplxweb_server, fake_perple
         {"role": "user", "content": "And how many people live there?"},
     ]
     chunks = [
-        c async for c in await client.chat.completions.create(model="best", messages=messages, stream=True)
+        c
+        async for c in await client.chat.completions.create(
+            model="best", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
     ]
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 0  # asked for: a usage chunk
+    chunks = chunks[:-1]
     assert len([c for c in chunks if c.choices[0].delta.content]) >= 3
     assert chunks[-1].choices[0].finish_reason == "stop"
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks)

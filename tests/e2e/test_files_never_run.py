@@ -90,8 +90,9 @@ def kept_files(owner) -> dict[str, str]:
 
 
 async def settle(page, dialogs: list[str], until: str = "") -> None:
-    """Give the page SETTLE seconds, or until a dialog containing `until` shows."""
-    for _ in range(int(SETTLE * 10)):
+    """Give the page SETTLE seconds, or until a dialog containing `until` shows (then up to 30 s:
+    a control's viewer starts slowly on a busy machine)."""
+    for _ in range(int((30 if until else SETTLE) * 10)):
         if until and any(until in d for d in dialogs):
             return
         await asyncio.sleep(0.1)

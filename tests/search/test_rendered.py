@@ -141,3 +141,11 @@ def test_a_long_imported_answer_is_rendered_when_saved(owner, saved, renders):
     short = Entry.objects.create(thread=saved.thread, question="short", status="completed", answer="Short.")
     keep_large([saved, short])  # as both imports call it on what they saved
     assert renders == [saved.pk] and Rendered.objects.get().entry_id == saved.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_html_kept_for_an_entry_deleted_meanwhile_is_dropped_without_an_error(saved, caplog):
+    html = rendered.make(saved)
+    Entry.objects.filter(pk=saved.pk).delete()  # its person or conversation removed as it finished
+    rendered.store(saved, html)
+    assert not Rendered.objects.exists() and "failed" not in caplog.text
