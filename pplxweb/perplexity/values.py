@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -27,3 +28,44 @@ def decode(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+# --- how much text is kept --------------------------------------------------------------------
+
+MAX_TEXT = 1_000_000  # characters of one answer or report kept, wherever it comes from
+CUT_NOTE = "\n\n*(This {what} was longer than pplxweb keeps: {size:,} characters; the rest was left out.)*"
+
+
+def cut_text(text: str, what: str = "answer") -> str:
+    """The text, or its first MAX_TEXT characters ending with a note that says so."""
+    if len(text) <= MAX_TEXT:
+        return text
+    note = CUT_NOTE.format(what=what, size=len(text))
+    return text[: MAX_TEXT - len(note)] + note
+
+
+# --- how much a JSON document costs to read ------------------------------------------------------
+
+MAX_DOCUMENT = 8 * 1024 * 1024  # bytes of one JSON document read whole: a stream frame, a library
+# page, an imported conversation (the largest real ones are about 1 MB: protocol.md 3.1)
+MAX_PARSED = 64 * 1024 * 1024  # what reading one may hold at its peak, by parsed_size()
+# bytes json.loads holds per object, list, item (a comma) and key (a colon), measured with
+# tracemalloc on CPython 3.11 (tests/perplexity/test_values.py keeps them honest)
+OBJECT_COST, LIST_COST, ITEM_COST, KEY_COST = 200, 72, 80, 96
+ASTRAL = re.compile(rb"[\xf0-\xf4]")  # the first byte of a character beyond U+FFFF
+WIDE = re.compile(rb"[\xc4-\xef]")  # ... of one beyond U+00FF
+
+
+def parsed_size(raw: bytes) -> int:
+    """About how many bytes json.loads(raw) holds at its peak, never much less: the bytes, the
+    text decoded from them and the strings parsed from that (1, 2 or 4 bytes a character, as
+    the widest character needs), and what each object, list, item and key costs. A few passes
+    over the bytes in C; the parts are overcounted, since commas and colons in strings count."""
+    width = 4 if ASTRAL.search(raw) else 2 if WIDE.search(raw) else 1
+    return (
+        (1 + 2 * width) * len(raw)
+        + OBJECT_COST * raw.count(b"{")
+        + LIST_COST * raw.count(b"[")
+        + ITEM_COST * raw.count(b",")
+        + KEY_COST * raw.count(b":")
+    )

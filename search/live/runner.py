@@ -257,7 +257,8 @@ class Run(RunState):
                 self.result = ended
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:
-                    self.error = f"{stream.cut} What arrived is kept; retry to get the rest."
+                    retry = "" if stream.capped else " What arrived is kept; retry to get the rest."
+                    self.error = f"{stream.cut}{retry}"
                 if format_changed(ended, stream.snapshot):
                     self.status, self.error = Entry.Status.FAILED, FORMAT_CHANGED
                 if self.result.downgraded:
