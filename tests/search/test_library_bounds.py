@@ -1,0 +1,79 @@
+"""The library import is bounded and one bad thread never stops it: listed fields are cleaned as
+every upstream text is (search.saving), a thread whose id cannot be stored is left out with a
+note and the rest imported, and a long thread is saved a page at a time, never held whole."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from search.library import jobs, runner
+from search.models import LibraryThread, Thread
+from tests.fake_perplexity import library as fake_library
+from tests.search.test_library_job import entries, fresh_library, library, linked, run  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_nul_and_lone_surrogates_in_listed_threads_never_stop_the_import(owner, linked):  # noqa: F811
+    library(
+        {"title": "NUL\x00 in the title", "turns": [{"uuid": "turn-with-\x00-in-its-id"}]},
+        {"title": "lone \ud800 surrogate in the title"},
+        {"title": "NUL in the address", "slug": "slug-\x00-nul"},
+        {"title": "broken id", "context_uuid": "ctx-\udfff"},
+        {"title": "fine"},
+    )
+    job = await run(owner)
+    assert job.state == "done", job.error
+    assert (job.fetched, job.skipped, job.failed) == (3, 2, 0)
+    left_out = {n["title"]: n["reason"] for n in job.notes}
+    assert set(left_out) == {"NUL in the address", "broken id"}
+    assert all(reason == jobs.UNSTORABLE for reason in left_out.values())
+    titles = set(await sync_to_async(lambda: list(Thread.objects.values_list("title", flat=True)))())
+    assert titles == {"NUL in the title", "lone ? surrogate in the title", "fine"}
+    uuids = {e.backend_uuid for e in await entries(owner)}
+    assert "turn-with--in-its-id" in uuids
+    # and again, as every daily sync would: nothing stops, nothing is written twice
+    fake_library.change({"touch": [0]})
+    again = await run(owner, "sync")
+    assert again.state == "done" and again.skipped == 2 and again.failed == 0
+    assert len(await entries(owner)) == 4
+    rows = await sync_to_async(lambda: list(LibraryThread.objects.values_list("title", flat=True)))()
+    assert all("\x00" not in title and "\ud800" not in title for title in rows)
+
+
+async def test_a_long_thread_is_saved_a_page_at_a_time(owner, linked):  # noqa: F811
+    """A thread of 25 pages of 100 turns of 8 KB answers (each page 2.4 MB of JSON, 60 MB in
+    all) costs the import about what a thread of one such page costs, not 25 times that."""
+
+    real = runner.thread_page
+
+    async def collected(*args):  # what is alive, not what waits for the collector (the fake's too)
+        gc.collect()
+        return await real(*args)
+
+    async def peak_importing() -> int:
+        runner.thread_page = collected
+        tracemalloc.start()
+        try:
+            job = await run(owner, "sync")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            runner.thread_page = real
+        assert job.state == "done" and job.failed == 0, job.error
+        return peak
+
+    library({"title": "one page", "turns": [{"size": 8000}] * 100})
+    one_page = await peak_importing()
+    fake_library.lib["threads"].append(
+        fake_library._thread({"title": "long", "turns": [{"size": 8000}] * 2500}, 1, fake_library.BASE_TIME)
+    )
+    fake_library.lib["calls"] = {}
+    long = await peak_importing()
+    assert fake_library.lib["calls"]["thread"] == 25
+    assert len(await entries(owner)) == 2600
+    assert long < one_page * 1.5, (long, one_page)  # the thread's answers alone are 20 MB
