@@ -151,3 +151,14 @@ class DefaultsForm(forms.Form):
         if model in self.max_only and self.tier and self.tier not in ("max", "enterprise"):
             raise forms.ValidationError("That model needs Perplexity Max; the linked account is Pro.")
         return model
+
+
+class QuotaForm(forms.Form):
+    """What a person may keep on this server (the owner sets it, Settings: Household)."""
+
+    megabytes = forms.IntegerField(
+        label="Storage quota (MB)",
+        min_value=0,
+        max_value=100_000_000,
+        widget=forms.NumberInput(attrs={"inputmode": "numeric", "step": "1"}),
+    )

@@ -117,3 +117,14 @@ class SearchDefaults(models.Model):
             "language": self.language,
             "incognito": self.incognito,
         }
+
+
+class StorageQuota(models.Model):
+    """What a person may keep on this server (search.storage counts it), when the owner set it;
+    without a row, settings.STORAGE_QUOTA_MB."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    megabytes = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"storage quota of {self.user}: {self.megabytes} MB"

@@ -16,4 +16,5 @@ urlpatterns = [
     path("settings/perplexity/", views.perplexity, name="perplexity"),
     path("settings/defaults/", views.search_defaults, name="defaults"),
     path("settings/household/<int:member_id>/remove/", views.remove_member, name="remove_member"),
+    path("settings/household/<int:member_id>/quota/", views.set_quota, name="quota"),
 ]

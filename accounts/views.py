@@ -4,12 +4,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, user_passes_test
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -23,6 +23,7 @@ from accounts.forms import (
     DefaultsForm,
     EmailForm,
     MemberForm,
+    QuotaForm,
     SetupForm,
     SignInForm,
     TotpForm,
@@ -30,9 +31,11 @@ from accounts.forms import (
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
+from search import storage
 from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
+User = get_user_model()
 
 
 def _login_limits(request: HttpRequest) -> list[tuple[str, str, int]]:
@@ -150,7 +153,8 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
-        "members": services.household(user) if _is_owner(user) else [],
+        "members": _household(user, forms.get("quota_form")) if _is_owner(user) else [],
+        "storage": storage.usage(user.pk).shown(),
         "is_owner": _is_owner(user),
         "doctor": doctor.last() if _is_owner(user) else None,
         "shared_by_owner": PerplexityAccount.objects.filter(shared=True, user__is_superuser=True)
@@ -159,6 +163,20 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
     }
     context.update(library_display.context(user), library_csrf=get_token(request))
     return render(request, "accounts/settings.html", context, status=status)
+
+
+def _household(owner, failed: tuple[int, QuotaForm] | None) -> list[dict]:
+    """Everyone who signs in here, the owner first, with what they keep and their quota's form
+    (`failed`: a form sent back with its error, for that person)."""
+    people = []
+    for person in [owner, *services.household(owner)]:
+        usage = storage.usage(person.pk).shown()
+        form = QuotaForm(initial={"megabytes": usage["megabytes"]})
+        if failed and failed[0] == person.pk:
+            form = failed[1]
+        form.fields["megabytes"].widget.attrs["aria-label"] = f"Storage quota of {person.get_username()} (MB)"
+        people.append({"person": person, "storage": usage, "quota_form": form})
+    return people
 
 
 @require_http_methods(["GET", "POST"])
@@ -275,6 +293,21 @@ def search_defaults(request: HttpRequest) -> HttpResponse:
     )
     messages.success(request, "Search defaults saved.")
     return redirect(f"{reverse('accounts:settings')}#defaults")
+
+
+@require_POST
+def set_quota(request: HttpRequest, member_id: int) -> HttpResponse:
+    """The owner sets what a person (themselves too) may keep here."""
+    if not _is_owner(request.user):
+        raise Http404
+    person = get_object_or_404(User, pk=member_id)
+    form = QuotaForm(request.POST)
+    if not form.is_valid():
+        return _render_settings(request, status=400, quota_form=(person.pk, form))
+    storage.set_quota(person.pk, form.cleaned_data["megabytes"])
+    said = storage.size_text(form.cleaned_data["megabytes"] * storage.MB)
+    messages.success(request, f"{person.get_username()} may now keep {said} here.")
+    return redirect(f"{reverse('accounts:settings')}#household")
 
 
 @require_POST

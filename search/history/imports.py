@@ -1,5 +1,13 @@
 """History back in: a history zip, its history.json, or a thread's JSON (as search.history.export
-writes them) restored for a person, all or nothing."""
+writes them) restored for a person, all or nothing.
+
+What an import costs is bounded whatever the file: one conversation is read at a time (at most
+MAX_IMPORT bytes, and refused before it is parsed when parsing it would hold more than
+values.MAX_PARSED), conversations are written a batch at a time (WRITE_BATCH entries or
+BATCH_BYTES of them), each zip member is written at most once, and the person's storage quota is
+checked before anything is written (the files the zip could bring, by their declared sizes) and
+after each batch (removed whole when it would pass it).
+"""
 
 from __future__ import annotations
 
@@ -16,24 +24,24 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from search import images
+from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
+from search import storage
 from search.attachments import archive as attachment_archive
-from search.history import import_jobs
+from search.history import import_images, import_jobs
 from search.history.export import FORMAT
-from search.models import Entry, Thread
-from search.saving import deep
+from search.models import Attachment, Entry, Thread
+from search.saving import deep, fitted, kept
 
-MAX_IMPORT = 50 * 1024 * 1024  # one conversation; or a whole file not in pplxweb's own layout
+MAX_IMPORT = MAX_DOCUMENT  # one conversation; or a whole file not in pplxweb's own layout
+TOO_LARGE = f"larger than {MAX_IMPORT // 1024 // 1024} MB"
 MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
 MAX_HISTORY = 1024**3  # history.json, as declared in the zip (or the file's size), checked before reading
 MAX_MEMBERS = 100_000  # files in a zip: opening one reads its whole directory into memory
-# JSON objects and arrays in one conversation (or a whole file not in pplxweb's layout): each
-# costs ~100 bytes in memory while a 2-byte `{}` in the file, so a cap on the bytes is not enough
-MAX_PARTS = 200_000
 READ_BLOCK = 1024 * 1024
 NOT_JSON = "That file is not valid JSON; nothing was imported."
 DEEP = "That file is nested deeper than any pplxweb writes; nothing was imported."
 WRITE_BATCH = 100  # entries written per transaction while importing (a pause between two)
+BATCH_BYTES = MAX_DOCUMENT  # ... or conversations of this many bytes in the file, whichever comes first
 # history.json's first line as export.history_zip writes it: then one conversation per line
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 TEXT_LINE = re.compile(rb"[^\s][^\n]*")  # from a line's first non-blank byte to its end
@@ -67,11 +75,13 @@ def _refuse_constant(name: str):
 
 
 def _parsed(raw: bytes):
-    """The JSON value, every string cleaned (no NUL, no lone surrogate: the database stores neither)."""
-    if raw.count(b"{") + raw.count(b"[") > MAX_PARTS:
+    """The JSON value, every string cleaned (no NUL, no lone surrogate: the database stores
+    neither). A few bytes of `{}` or `"a",` cost a hundred once parsed: what parsing would hold
+    is estimated first (values.parsed_size), and a conversation too costly is refused unread."""
+    if parsed_size(raw) > MAX_PARSED:
         raise ImportRefused(
-            "A conversation in that file has more parts than any pplxweb writes "
-            f"(over {MAX_PARTS:,} objects and lists); nothing was imported."
+            "A conversation in that file has more parts than any pplxweb writes (reading it would "
+            f"take more than {MAX_PARSED // 1024 // 1024} MB); nothing was imported."
         )
     try:
         return deep(json.loads(raw, parse_constant=_refuse_constant))
@@ -93,25 +103,26 @@ def _threads_of(data) -> list:
     )
 
 
-def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[dict]:
-    """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
-    history.json has one per line and is read line by line, whatever its size; any other layout
-    (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
+def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[tuple[dict, int]]:
+    """The conversations in an export file, each checked and scrubbed as it is read, with the
+    bytes it took in the file. pplxweb's history.json has one per line and is read line by line,
+    whatever its size; any other layout (a thread's JSON, a file someone re-indented) is read
+    whole, up to MAX_IMPORT."""
     first = stream.readline(MAX_IMPORT + 1)
     if not LISTING.fullmatch(first):
         rest = first + stream.read(MAX_IMPORT + 1 - len(first))
         if len(rest) > MAX_IMPORT:
             raise ImportRefused(
-                "That file is larger than 50 MB and not laid out as pplxweb writes it; nothing was imported."
+                f"That file is {TOO_LARGE} and not laid out as pplxweb writes it; nothing was imported."
             )
         for thread in _threads_of(_parsed(rest)):
-            yield _checked(thread)
+            yield _checked(thread), len(rest)
         return
     pacer = pacer or import_jobs.Pacer()
     for line in _lines(stream):
         if line == b"]}":
             return
-        yield _checked(_parsed(line.removesuffix(b",")))
+        yield _checked(_parsed(line.removesuffix(b","))), len(line)
         pacer.tick()
     raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
 
@@ -125,11 +136,11 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
         end = block.rfind(b"\n") + 1  # what follows the last newline waits for the next block
         for found in TEXT_LINE.finditer(block, 0, end):
             if found.end() - found.start() > MAX_IMPORT:
-                raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+                raise ImportRefused(f"A conversation in that file is {TOO_LARGE}; nothing was imported.")
             yield found.group().strip()
         pending = block[end:]
         if len(pending) > MAX_IMPORT:
-            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+            raise ImportRefused(f"A conversation in that file is {TOO_LARGE}; nothing was imported.")
     if pending.strip():
         yield pending.strip()
 
@@ -163,6 +174,12 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
     (search.history.import_jobs), removed whole if a later conversation is refused or the server stops."""
     handle = io.BytesIO(source) if isinstance(source, bytes) else source
     archive, stream = _opened(handle)
+    if archive is not None:  # before anything is written: the most its files could take
+        files = attachment_archive.members_size(archive)
+        try:
+            storage.check(user.pk, files, f"The files in that zip ({storage.size_text(files)})")
+        except storage.Full as exc:
+            raise ImportRefused(f"{exc.message} Nothing was imported.") from None
     job = import_jobs.begin(user)
     if isinstance(job, str):
         raise ImportRefused(job)
@@ -209,50 +226,44 @@ def _opened(handle: IO[bytes]) -> tuple[zipfile.ZipFile | None, IO[bytes]]:
     return archive, archive.open(info)
 
 
-def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
-    """Whole conversations, about WRITE_BATCH entries at a time."""
+def _batches(threads: Iterator[tuple[dict, int]]) -> Iterator[list[dict]]:
+    """Whole conversations, about WRITE_BATCH entries or BATCH_BYTES of them at a time (a batch
+    is held in memory until it is written)."""
     batch: list[dict] = []
-    count = 0
-    for thread in threads:
+    count = size = 0
+    for thread, took in threads:
         batch.append(thread)
-        count += len(thread["entries"])
-        if count >= WRITE_BATCH:
+        count, size = count + len(thread["entries"]), size + took
+        if count >= WRITE_BATCH or size >= BATCH_BYTES:
             yield batch
-            batch, count = [], 0
+            batch, count, size = [], 0, 0
     if batch:
         yield batch
 
 
 def _import(
-    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
+    user, threads: Iterator[tuple[dict, int]], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
 ) -> tuple[int, int]:
     imported = skipped = 0
+    files = import_images.Members(archive)  # each zip member read and written once
+    room, charged = storage.usage(user.pk), 0  # what the import adds to the quota, batch by batch
     for batch in _batches(threads):
         with transaction.atomic():
-            # a conversation is already here when its first question was asked at the same moment
-            firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
-            here = set(
-                Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
-                    "question", "created"
-                )
-            )
-            new = []
-            for thread in batch:
-                first = thread["entries"][0]
-                if (first["question"], first["created"]) in here:
-                    skipped += 1
-                    continue
-                here.add((first["question"], first["created"]))
-                new.append(thread)
+            new, skipped = _new_threads(user, batch, skipped)
             if not new:
                 continue
             rows = Thread.objects.bulk_create(
                 Thread(
                     user=user,
-                    title=str(t.get("title") or t["entries"][0]["question"])[:300],
-                    read_write_token=str(t.get("read_write_token") or "")[:200],
-                    thread_url_slug=str(t.get("thread_url_slug") or "")[:200],
                     import_job=job,
+                    **fitted(
+                        Thread,
+                        {
+                            "title": str(t.get("title") or t["entries"][0]["question"]),
+                            "read_write_token": str(t.get("read_write_token") or ""),
+                            "thread_url_slug": str(t.get("thread_url_slug") or ""),
+                        },
+                    ),
                 )
                 for t in new
             )
@@ -260,41 +271,81 @@ def _import(
                 _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
             )
             items = [item for t in new for item in t["entries"]]
+            attached = []
             for entry, item in zip(entries, items, strict=True):
                 # created is set to now on insert (auto_now_add): the file's own moment goes in after
                 entry.created = item["created"]
-                entry.images = _import_images(entry.pk, item.get("images"), archive)
-                attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
-            _set(entries, "created", "images")
+                entry.images = files.images(entry.pk, item.get("images"))
+                entry.image_bytes = storage.image_size(entry.images)
+                listed = item.get("attachments")
+                attached += attachment_archive.bring_back(user, entry, listed, archive, files.attachments)
+            Attachment.objects.bulk_create(attached, batch_size=500)
+            _set(entries, "created", "images", "image_bytes")
+            charged += sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
             _set(rows, "created", "updated")
             imported += len(new)
+        if room.total + charged > room.quota:  # then it is removed whole (import_history)
+            raise ImportRefused(
+                f"{storage.full_sentence('That import', room)} It was stopped there and removed; "
+                "nothing was imported."
+            )
         import_jobs.beat(job, imported, skipped)
         pacer.tick()
     return imported, skipped
 
 
+def _new_threads(user, batch: list[dict], skipped: int) -> tuple[list[dict], int]:
+    """The batch's conversations not here yet (one is here when its first question was asked at
+    the same moment), and how many were skipped so far."""
+    firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
+    here = set(
+        Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
+            "question", "created"
+        )
+    )
+    new = []
+    for thread in batch:
+        first = thread["entries"][0]
+        if (first["question"], first["created"]) in here:
+            skipped += 1
+            continue
+        here.add((first["question"], first["created"]))
+        new.append(thread)
+    return new, skipped
+
+
 def _entry(item: dict, thread: Thread, user) -> Entry:
-    """An entry as the file has it, shaped as pplxweb saves one (its moment is set after)."""
+    """An entry as the file has it, shaped and cleaned as pplxweb saves one (search.saving; its
+    moment is set after), with what the quota counts of its text."""
     running = item.get("status") == "running"  # still arriving when it was exported: no more here
+    fields = fitted(
+        Entry,
+        {
+            "question": item["question"],
+            "answer": kept(str(item.get("answer") or "")),
+            "report": kept(str(item.get("report") or ""), "report"),
+            "sources": _shaped(item.get("sources"), SOURCE_KEYS),
+            "related": [q for q in item.get("related") or [] if isinstance(q, str)][:20],
+            "steps": _shaped(item.get("steps"), STEP_KEYS),
+            "options": item["options"] if isinstance(item.get("options"), dict) else {},
+            "model_asked": str(item.get("model_asked") or ""),
+            "model": str(item.get("model") or ""),
+            "error": str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
+            "backend_uuid": str(item.get("backend_uuid") or ""),
+        },
+    )
+    # its files and images are rows and records too: the listing of them counts as its text
+    listed = len(json.dumps([item.get("attachments"), item.get("images")], ensure_ascii=False, default=str))
     return Entry(
         thread=thread,
         user=user,
-        question=item["question"],
         status="interrupted" if running else item.get("status") or "completed",
-        answer=str(item.get("answer") or ""),
-        report=str(item.get("report") or ""),
-        sources=_shaped(item.get("sources"), SOURCE_KEYS),
-        related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
-        steps=_shaped(item.get("steps"), STEP_KEYS),
-        options=item["options"] if isinstance(item.get("options"), dict) else {},
-        model_asked=str(item.get("model_asked") or "")[:80],
-        model=str(item.get("model") or "")[:80],
-        error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
-        backend_uuid=str(item.get("backend_uuid") or "")[:200],
         origin="perplexity" if item.get("origin") == "perplexity" else "",
+        import_bytes=storage.text_size(fields) + listed,
+        **fields,
     )
 
 
@@ -325,40 +376,3 @@ def _set(rows: list, *names: str) -> None:
                 for row in rows
             ],
         )
-
-
-def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> list[dict]:
-    """An imported entry's image records, their files copied from the zip into the data folder
-    (checked as on download: a known image kind, at most images.MAX_BYTES)."""
-    records = []
-    for n, item in enumerate(listed[: images.MAX_PER_ENTRY] if isinstance(listed, list) else []):
-        if not isinstance(item, dict):
-            continue
-        record = {
-            "n": n,
-            "caption": str(item.get("caption") or "")[:300],
-            "width": item["width"]
-            if isinstance(item.get("width"), int) and 0 < item["width"] < 100_000
-            else 0,
-            "height": item["height"]
-            if isinstance(item.get("height"), int) and 0 < item["height"] < 100_000
-            else 0,
-        }
-        name = item.get("file")
-        data = None
-        if archive is not None and isinstance(name, str) and name.startswith("images/"):
-            try:
-                info = archive.getinfo(name)
-                data = archive.read(info) if info.file_size <= images.MAX_BYTES else None
-            except KeyError:
-                data = None
-        kind = images.kind_of(data[:12]) if data else None
-        if kind is None:
-            record["error"] = str(item.get("error") or "") or "This image was not in the imported file."
-        else:
-            folder = images.folder(entry_id)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{n}.{kind[0]}").write_bytes(data)
-            record["file"] = f"{n}.{kind[0]}"
-        records.append(record)
-    return records

@@ -51,7 +51,7 @@ from pplxweb.perplexity.library import (
     report_url_allowed,
     thread_page,
 )
-from search import images
+from search import images, storage
 from search.library import display, jobs, store
 from search.models import LibraryJob, LibraryThread
 
@@ -293,6 +293,7 @@ class JobRun:
             turns = [parse_turn(entry) for entry in page.entries]
             more, cursor = page.has_next, page.next_cursor
             del page  # the page's JSON goes before the next is read
+            await db(self.room)()
             saved = await db(store.save_page)(row.pk, turns, await self.reports(turns))
             already, read = already + saved.already, read + len(turns)
             self.written += len(saved.new)
@@ -308,11 +309,17 @@ class JobRun:
             seen.add(cursor)
         return already, f"It is longer than {MAX_TURNS:,} turns; only its first {read:,} were imported."
 
+    def room(self) -> None:
+        """Stop when the person's storage quota is full (their imports count towards it)."""
+        now = storage.usage(self.user.pk)
+        if now.total >= now.quota:
+            raise Stop(f"{storage.full_sentence('Importing more', now)} The import stopped. {KEPT}")
+
     async def keep_images(self, written: list[tuple[int, Turn]]) -> None:
         for entry_id, turn in written:
             if turn.images:
                 records = [
-                    await images.keep(entry_id, n, i)
+                    await images.keep(entry_id, n, i, self.user.pk)
                     for n, i in enumerate(turn.images[: images.MAX_PER_ENTRY])
                 ]
                 await db(store.save_images)(entry_id, records)

@@ -13,7 +13,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from pplxweb.perplexity.library import Turn, parse_time
-from search import images
+from search import images, storage
 from search.models import Entry, LibraryThread, Thread
 from search.saving import clean, fitted, kept
 
@@ -118,6 +118,7 @@ def _entry(thread: Thread, user_id: int, uuid: str, turn: Turn, reports: dict[st
         credential="session",
         backend_uuid=uuid,
         origin=ORIGIN,
+        import_bytes=storage.text_size(fields),
         **fields,
     )
 
@@ -137,7 +138,8 @@ def _update_thread(thread: Thread, row: LibraryThread, last: Turn | None, when: 
 
 
 def save_images(entry_id: int, records: list[dict]) -> None:
-    Entry.objects.filter(pk=entry_id).update(**fitted(Entry, {"images": records}))
+    fields = {"images": records, "image_bytes": storage.image_size(records)}
+    Entry.objects.filter(pk=entry_id).update(**fitted(Entry, fields))
 
 
 def mark(row_id: int, state: str, reason: str = "", deleted: bool = False) -> LibraryThread:

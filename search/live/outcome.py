@@ -18,7 +18,7 @@ from accounts.services.catalogue import stale as catalogue_stale
 from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sources import file_hits
-from search import attachments, images
+from search import attachments, images, storage
 from search.models import Entry, Thread
 from search.saving import NOT_SAVED, fitted, save_outcome_failed
 
@@ -73,7 +73,8 @@ def save_run(run: RunState, final: bool) -> None:
         "heartbeat": timezone.now(),
         "first_byte_ms": run.first_byte_ms,
         "first_text_ms": run.first_text_ms,
-        "images": [record for record in run.downloads.records() if not record.get("pending")],
+        "images": (kept := [record for record in run.downloads.records() if not record.get("pending")]),
+        "image_bytes": storage.image_size(kept),
     }
     if final:
         fields.update(

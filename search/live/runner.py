@@ -88,7 +88,7 @@ class Run(RunState):
 
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
-        self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
+        self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved, user_id=self.user.pk)
         self.sent = fragments.part_keys(self)  # the new entry, as the page already shows it
         self.layer = get_channel_layer()
 

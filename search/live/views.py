@@ -62,8 +62,8 @@ def home(request: HttpRequest) -> HttpResponse:
     if again.isdigit() and len(again) < 19:
         # "Edit and ask again": an earlier question with its options, to change before asking
         entry = entry_for(request.user, int(again))
-        try:  # its files come along as fresh copies, to keep or remove before asking
-            attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
+        try:  # its files come along (the same stored files, never copies), to keep or remove
+            attached = [attachment_views.describe(a) for a in attachments.again(request.user, entry)]
         except attachments.Refused as exc:
             attached = []
             messages.warning(request, exc.message)
@@ -196,9 +196,9 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
     """The same question with the same options, as a new conversation."""
     user = await request.auser()
 
-    def copies():
+    def files_again():
         entry = entry_for(user, pk)
-        return entry, attachments.copies_for(user, entry)
+        return entry, attachments.again(user, entry)
 
     def start(entry, files):
         new = asking.start_search(
@@ -207,8 +207,8 @@ async def reask(request: HttpRequest, pk: int) -> HttpResponse:
         return new, asking.build_request(new, new_thread=True)
 
     try:
-        # its files go again, uploaded afresh (Perplexity's links to the first upload expire)
-        entry, files = await database_sync_to_async(copies)()
+        # its files go again (the stored ones), uploaded afresh: Perplexity's links to them expire
+        entry, files = await database_sync_to_async(files_again)()
         await attachment_upload.send_upstream(user, files)
         entry, upstream_request = await database_sync_to_async(start)(entry, files)
     except (asking.SearchRefused, attachments.Refused) as exc:

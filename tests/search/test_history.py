@@ -438,11 +438,11 @@ def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, m
 
     # the same file laid out another way must fit in MAX_IMPORT whole
     indented = json.dumps(json.loads(raw), indent=1).encode()
-    with pytest.raises(imports.ImportRefused, match="larger than 50 MB and not laid out as pplxweb"):
+    with pytest.raises(imports.ImportRefused, match="larger than 8 MB and not laid out as pplxweb"):
         imports.import_history(member, indented)
     # one conversation too large
     monkeypatch.setattr(imports, "MAX_IMPORT", 200)
-    with pytest.raises(imports.ImportRefused, match="A conversation in that file is larger than 50 MB"):
+    with pytest.raises(imports.ImportRefused, match="A conversation in that file is larger than 8 MB"):
         imports.import_history(member, raw)
     # a file cut short
     monkeypatch.setattr(imports, "MAX_IMPORT", 1000)

@@ -10,6 +10,8 @@ import tracemalloc
 import pytest
 from asgiref.sync import sync_to_async
 
+from accounts.models import StorageQuota
+from search import storage
 from search.library import jobs, runner
 from search.models import LibraryThread, Thread
 from tests.fake_perplexity import library as fake_library
@@ -77,3 +79,18 @@ async def test_a_long_thread_is_saved_a_page_at_a_time(owner, linked):  # noqa: 
     assert fake_library.lib["calls"]["thread"] == 25
     assert len(await entries(owner)) == 2600
     assert long < one_page * 1.5, (long, one_page)  # the thread's answers alone are 20 MB
+
+
+async def test_a_library_import_stops_when_the_quota_is_full_and_goes_on_when_there_is_room(owner, linked):  # noqa: F811
+    fake_library.lib["threads"] = fake_library.generate(3, 2)
+    quota = await sync_to_async(StorageQuota.objects.create)(user=owner, megabytes=0)
+    job = await run(owner)
+    assert (
+        job.state == "stopped" and "would pass your storage quota: you keep 0 bytes of 0 bytes" in job.error
+    )
+    assert "What was imported so far is kept" in job.error and await entries(owner) == []
+    quota.megabytes = 10
+    await sync_to_async(quota.save)()
+    job = await run(owner)
+    assert job.state == "done" and job.new_entries == 6
+    assert (await sync_to_async(storage.usage)(owner.pk)).imported > 0
