@@ -28,6 +28,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from pplxweb.perplexity.values import scrub  # lone surrogates out (also for forms, fragments)
+
 MAX_MARKDOWN = 1024 * 1024  # a longer answer is cut (with a note) rather than hang a page
 BIDI = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F])
 CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -46,11 +48,6 @@ ATTRIBUTES = {
 }
 PUNCTUATION = re.compile(r"[.,;:!?)\]\u2019\u201d\u00bb]+")  # what follows a citation on its line
 HEADING_SHIFT = 2  # the question is an h2: an answer's `#` is an h3
-
-
-def scrub(text: str) -> str:
-    """Replace lone surrogates (JSON can carry them; UTF-8 cannot) with "?"."""
-    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def safe_url(url: Any) -> str:

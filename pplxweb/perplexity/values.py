@@ -1,4 +1,6 @@
-"""Reading untrusted JSON values: a string or nothing, a list or nothing, JSON inside strings."""
+"""Reading untrusted JSON values: a string or nothing, a list or nothing, JSON inside strings; text
+made storable (clean, deep: the one cleaning of upstream text, wherever it is saved); how much
+text is kept; how much a JSON document costs to read."""
 
 from __future__ import annotations
 
@@ -13,6 +15,31 @@ def as_str(value: Any) -> str:
 
 def as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
+
+
+def scrub(text: str) -> str:
+    """Lone surrogates (JSON can carry them; UTF-8 cannot) replaced with "?"."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def clean(text: str, limit: int | None = None) -> str:
+    """Upstream text as a database takes it: no NUL (PostgreSQL refuses it), no lone surrogate
+    (UTF-8 cannot encode it), at most `limit` characters."""
+    text = scrub(text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text if limit is None else text[:limit]
+
+
+def deep(value: Any) -> Any:
+    """A JSON value with every string (keys too) cleaned."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list | tuple):
+        return [deep(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(str(k)): deep(v) for k, v in value.items()}
+    return value
 
 
 def decode(value: Any) -> Any:
