@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint format bench clean-venv
+.PHONY: run test quick lint format bench clean-venv
 
 ## Set up (only what changed) and serve pplxweb on PPLXWEB_BIND.
 run: $(RUN_STAMP)
@@ -14,6 +14,10 @@ run: $(RUN_STAMP)
 ## Install what the tests need, start PostgreSQL and Redis, run every test on both set-ups.
 test: $(DEV_STAMP)
 	bash tests/run.sh $(ARGS)
+
+## The inner loop: every test but the browser ones, on SQLite only (ARGS as for test).
+quick: $(DEV_STAMP)
+	PPLXWEB_TEST_SETUPS=sqlite PPLXWEB_TEST_MARKERS="not browser" bash tests/run.sh $(ARGS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
@@ -26,6 +30,7 @@ format: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(PY) -m tests.benchmarks.stream
 	$(PY) -m tests.benchmarks.live
+	$(PY) -m tests.benchmarks.e2e --one-core
 
 $(VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \

@@ -162,3 +162,12 @@ class QuotaForm(forms.Form):
         max_value=100_000_000,
         widget=forms.NumberInput(attrs={"inputmode": "numeric", "step": "1"}),
     )
+
+
+class AgentTokenForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=60,
+        help_text="Which agent will use it, e.g. “laptop scripts” or “Open WebUI”. Its answers say so.",
+        error_messages={"required": "Give the token a name, such as the agent that will use it."},
+    )

@@ -128,3 +128,22 @@ class StorageQuota(models.Model):
 
     def __str__(self) -> str:
         return f"storage quota of {self.user}: {self.megabytes} MB"
+
+
+class AgentToken(models.Model):
+    """A token a person gave one of their agents (the API under /v1/, the MCP server at /mcp).
+    Only its hash is kept: the token itself is shown once, when it is made
+    (accounts.services.agent_tokens). It acts as its person and stands for nothing else."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
+    name = models.CharField(max_length=60)
+    digest = models.CharField(max_length=64, unique=True)  # SHA-256 of the token, hex
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="agent_token_name")]
+
+    def __str__(self) -> str:
+        return f"agent token {self.name} of {self.user}"

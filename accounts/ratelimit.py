@@ -126,6 +126,17 @@ def peek(scope: str, value: str, capacity: int, period: timedelta) -> Verdict:
     return Verdict(False, max(1, math.ceil((1 - tokens) / rate)))
 
 
+def give_back(scope: str, value: str, capacity: int, period: timedelta, cost: float = 1.0) -> None:
+    """Return `cost` tokens taken from the bucket (scope, value), never past `capacity`."""
+    with transaction.atomic(savepoint=False):
+        bucket = TokenBucket.objects.select_for_update().filter(key=_key(scope, value)).first()
+        if bucket is not None:
+            now = timezone.now()
+            bucket.tokens = min(float(capacity), _refilled(bucket, capacity, period, now) + cost)
+            bucket.updated = now
+            bucket.save(update_fields=["tokens", "updated"])
+
+
 def reset(scope: str, value: str) -> None:
     TokenBucket.objects.filter(key=_key(scope, value)).delete()
 

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
 
 from accounts import views
+from pplxweb.ids import converter
 
 app_name = "accounts"
+register_converter(converter(get_user_model()), "user_id")  # its range checked (pplxweb.ids)
 
 urlpatterns = [
     path("setup/", views.setup, name="setup"),
@@ -15,6 +18,7 @@ urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
     path("settings/perplexity/", views.perplexity, name="perplexity"),
     path("settings/defaults/", views.search_defaults, name="defaults"),
-    path("settings/household/<int:member_id>/remove/", views.remove_member, name="remove_member"),
-    path("settings/household/<int:member_id>/quota/", views.set_quota, name="quota"),
+    path("settings/agents/", views.agents, name="agents"),
+    path("settings/household/<user_id:member_id>/remove/", views.remove_member, name="remove_member"),
+    path("settings/household/<user_id:member_id>/quota/", views.set_quota, name="quota"),
 ]

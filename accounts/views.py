@@ -11,12 +11,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.timesince import timesince
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts import ratelimit, services
+from accounts import ratelimit, services, signin
 from accounts.forms import (
+    AgentTokenForm,
     ApiKeyForm,
     CodeForm,
     CookieForm,
@@ -29,6 +32,7 @@ from accounts.forms import (
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
+from accounts.services import agent_tokens
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
 from search import storage
@@ -38,22 +42,12 @@ HOUR = timedelta(hours=1)
 User = get_user_model()
 
 
-def _login_limits(request: HttpRequest) -> list[tuple[str, str, int]]:
-    username = request.POST.get("username", "").strip().lower()[:150]
-    limits = [("login-ip", client_ip(request), settings.LOGIN_RATE_PER_IP)]
-    if username:
-        limits.append(("login-user", username, settings.LOGIN_RATE_PER_USER))
-    return limits
-
-
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
 @method_decorator(login_not_required, name="dispatch")
 class SignInView(auth_views.LoginView):
-    """Django's sign-in, with a token bucket per address and per user name.
-
-    Every try takes a token, so guessing is slow; a successful sign-in empties the user name's
-    count, so a person who signs in often is never locked out by their own successes.
-    """
+    """Django's sign-in, throttled by address and by user name and address (accounts.signin):
+    guessing is slow, and the right password from an address that has not been failing always
+    gets in."""
 
     template_name = "accounts/login.html"
     form_class = SignInForm
@@ -65,17 +59,17 @@ class SignInView(auth_views.LoginView):
         return super().dispatch(request, *args, **kwargs)
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        for scope, value, capacity in _login_limits(request):
-            verdict = ratelimit.take(scope, value, capacity, HOUR)
-            if not verdict.allowed:
-                form = self.get_form()
-                form.errors.clear()
-                form.add_error(None, f"Too many sign-in attempts. Try again {verdict.wait_text}.")
-                return self.render_to_response(self.get_context_data(form=form), status=429)
+        try:
+            self.attempt = signin.begin(client_ip(request), request.POST.get("username", ""))
+        except signin.Refused as refused:
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, f"Too many sign-in attempts. Try again {refused.verdict.wait_text}.")
+            return self.render_to_response(self.get_context_data(form=form), status=429)
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form) -> HttpResponse:
-        ratelimit.reset("login-user", form.get_user().get_username().lower())
+        signin.succeeded(self.attempt)
         return super().form_valid(form)
 
 
@@ -129,6 +123,15 @@ def setup(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/setup.html", {"form": form}, status=status)
 
 
+def _ago(moment) -> str:
+    """ "just now", "3 minutes ago", or "" for never (timesince says "0 minutes" for the first)."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
 def _is_owner(user) -> bool:
     return user.is_authenticated and user.is_superuser
 
@@ -153,6 +156,10 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
         "member_form": forms.get("member_form") or MemberForm(),
+        "agent_tokens": [(t, _ago(t.last_used)) for t in agent_tokens.tokens_of(user)],
+        "token_form": forms.get("token_form") or AgentTokenForm(),
+        "new_token": forms.get("new_token"),
+        "site": request.build_absolute_uri("/").rstrip("/"),
         "members": _household(user, forms.get("quota_form")) if _is_owner(user) else [],
         "storage": storage.usage(user.pk).shown(),
         "is_owner": _is_owner(user),
@@ -308,6 +315,29 @@ def set_quota(request: HttpRequest, member_id: int) -> HttpResponse:
     said = storage.size_text(form.cleaned_data["megabytes"] * storage.MB)
     messages.success(request, f"{person.get_username()} may now keep {said} here.")
     return redirect(f"{reverse('accounts:settings')}#household")
+
+
+@require_POST
+def agents(request: HttpRequest) -> HttpResponse:
+    """Make a token (shown on the page this once, never stored), or revoke one."""
+    if "revoke" in request.POST:
+        try:
+            name = agent_tokens.revoke_by_id(request.user, request.POST["revoke"][:19])
+        except agent_tokens.TokenRefused:
+            messages.info(request, "That token was already revoked.")
+        else:
+            messages.success(request, f"Revoked “{name}”: every request with it is refused from now on.")
+        return redirect(f"{reverse('accounts:settings')}#agents")
+    form = AgentTokenForm(request.POST)
+    token = None
+    if form.is_valid():
+        try:
+            token = agent_tokens.create(request.user, form.cleaned_data["name"])
+        except agent_tokens.TokenRefused as exc:
+            form.add_error("name", exc.message)
+    response = _render_settings(request, token_form=AgentTokenForm() if token else form, new_token=token)
+    response["Cache-Control"] = "no-store"  # the token is on this page alone
+    return response
 
 
 @require_POST

@@ -1,4 +1,4 @@
-"""`manage.py doctor`: is Perplexity still speaking what pplxweb reads? (protocol.md 8)
+"""`manage.py doctor`: is Perplexity still speaking what pplxweb reads? (docs/protocol.md §14)
 
 Checks, in plain sentences: the linked session (`/api/auth/session`), the model table (v2;
 what was added and removed since the cached one), and with `probe` one cheap ask (it spends a
@@ -9,7 +9,6 @@ report offline on a saved stream. The last result is kept in DATA_DIR/doctor.jso
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 
+from pplxweb.datadir import private_file
 from pplxweb.perplexity import drift
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RequestRejected
@@ -158,8 +158,8 @@ def save(report: Report) -> None:
     report.ran_at = datetime.now(UTC).isoformat(timespec="seconds")
     path = results_path()
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(report)))
-    os.chmod(tmp, 0o600)
+    with private_file(tmp) as out:
+        out.write(json.dumps(asdict(report)).encode())
     tmp.replace(path)
 
 

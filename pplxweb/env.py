@@ -73,6 +73,17 @@ def env_list(env: Environ, name: str) -> list[str]:
     return [item.strip() for item in env.get(name, "").split(",") if item.strip()]
 
 
+def env_origins(env: Environ, name: str) -> list[str]:
+    """Browser origins (scheme://host[:port], nothing after), comma separated."""
+    origins = []
+    for item in env_list(env, name):
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise ConfigError(f"{name} takes origins such as https://chat.example.com; got {item!r}.")
+        origins.append(f"{parts.scheme}://{parts.netloc}".lower())
+    return origins
+
+
 def env_choice(env: Environ, name: str, default: str, choices: tuple[str, ...]) -> str:
     value = env.get(name, default).strip().lower() or default
     if value not in choices:

@@ -12,6 +12,7 @@ PATTERNS = [
     re.compile(r"(?i)(cf_clearance=)[^;\s\"']+"),
     re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
     re.compile(r"(?i)(pplx-)[A-Za-z0-9]{8,}"),
+    re.compile(r"(pplxweb_)[A-Za-z0-9_\-]{16,}"),  # an agent token (accounts.services.agent_tokens)
 ]
 
 
@@ -28,3 +29,18 @@ class RedactSecrets(logging.Filter):
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True
+
+
+class RedisAway(logging.Filter):
+    """channels-redis logs every failed reconnect of its pub/sub reader with a traceback, once a
+    second while Redis is away; pplxweb/sockets.py says once that the connection to Redis is lost
+    and once that it is back. Those records (a connection fault, from channels-redis) are
+    dropped; everything else stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("channels_redis") or not record.exc_info:
+            return True
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        return not isinstance(record.exc_info[1], RedisConnectionError | RedisTimeoutError | OSError)

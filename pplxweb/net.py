@@ -18,10 +18,21 @@ def _trusted(address: str) -> bool:
 
 def client_ip(request: HttpRequest) -> str:
     """REMOTE_ADDR, unless it is a trusted proxy: then the nearest untrusted X-Forwarded-For hop."""
-    remote = request.META.get("REMOTE_ADDR", "") or "unknown"
+    return _client(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR", ""))
+
+
+def scope_client_ip(scope: dict) -> str:
+    """The same for an ASGI scope (before Django has made a request of it)."""
+    client = scope.get("client") or ("",)
+    forwarded = next((v for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"), b"")
+    return _client(str(client[0] or ""), forwarded.decode("latin-1"))
+
+
+def _client(remote: str, forwarded: str) -> str:
+    remote = remote or "unknown"
     if not settings.TRUSTED_PROXIES or not _trusted(remote):
         return remote
-    hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
+    hops = [h.strip() for h in forwarded.split(",") if h.strip()]
     for hop in reversed(hops):
         if not _trusted(hop):
             return hop

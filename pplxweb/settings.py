@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from pplxweb import __version__
+from pplxweb.datadir import make_private
 from pplxweb.env import (
     allowed_hosts,
     data_dir,
@@ -21,6 +22,7 @@ from pplxweb.env import (
     env_int,
     env_list,
     env_networks,
+    env_origins,
     env_url,
     field_keys,
     secret_key,
@@ -31,6 +33,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VERSION = __version__
 
 DATA_DIR = data_dir(ENV, BASE_DIR)
+# On every start: umask 077, the data dir 0700 and all in it private, or a refusal naming it
+make_private(DATA_DIR)
 # Large temporary files (uploads, the request bodies behind them, an export's history.json) go
 # here, on the data dir's disk, not in /tmp: on many systems /tmp is a tmpfs, that is memory.
 TEMP_DIR = DATA_DIR / "tmp"
@@ -45,6 +49,8 @@ BIND = env_bind(ENV)
 TRUSTED_PROXIES = env_networks(ENV, "PPLXWEB_TRUSTED_PROXIES")
 ALLOWED_HOSTS = allowed_hosts(ENV)
 CSRF_TRUSTED_ORIGINS = env_list(ENV, "PPLXWEB_CSRF_TRUSTED_ORIGINS")
+# web pages allowed to call the agents' API from a browser (CORS); none by default (search/api)
+API_ORIGINS = env_origins(ENV, "PPLXWEB_API_ORIGINS")
 
 PERPLEXITY_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_URL", "https://www.perplexity.ai")
 PERPLEXITY_API_URL = env_url(ENV, "PPLXWEB_PERPLEXITY_API_URL", "https://api.perplexity.ai")
@@ -69,7 +75,6 @@ PERPLEXITY_IMPERSONATE = env_choice(
 )
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -153,22 +158,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channel layer -----------------------------------------------------------------------------
 
-if ENV.get("REDIS_URL", "").strip():
+REDIS_URL = ENV.get("REDIS_URL", "").strip()
+if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # channels-redis's pub/sub layer with confirmed subscriptions, and every socket told
-            # when the connection to Redis is lost (pplxweb/redis_layer.py)
-            "BACKEND": "pplxweb.redis_layer.RedisChannelLayer",
-            # a command that Redis does not answer in 5 s fails (and the connection is redone)
-            "CONFIG": {
-                "hosts": [
-                    {"address": ENV["REDIS_URL"].strip(), "socket_timeout": 5, "socket_connect_timeout": 5}
-                ]
-            },
+            # channels-redis's pub/sub layer as it ships; pplxweb/sockets.py watches Redis and the
+            # pages heal a lost message themselves. A command Redis does not answer in 5 s fails.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 5, "socket_connect_timeout": 5}]},
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "pplxweb.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # --- people ------------------------------------------------------------------------------------
 
@@ -256,9 +257,18 @@ LOG_LEVEL = env_choice(ENV, "PPLXWEB_LOG_LEVEL", "info", ("debug", "info", "warn
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "pplxweb.logging.RedactSecrets"}},
+    "filters": {
+        "redact": {"()": "pplxweb.logging.RedactSecrets"},
+        "redis_away": {"()": "pplxweb.logging.RedisAway"},
+    },
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["redact", "redis_away"],
+        }
+    },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "pplxweb": {"level": LOG_LEVEL},

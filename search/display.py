@@ -7,6 +7,7 @@ import re
 from django.template.loader import render_to_string
 
 from search.attachments import listed
+from search.markdown_links import safe_links
 from search.model_names import model_name
 from search.models import Entry
 from search.render import render_answer, render_report, render_sources
@@ -32,16 +33,30 @@ CITATION = re.compile(r"\[(\d{1,3})\]")
 
 def answer_markdown(entry: Entry) -> str:
     """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
-    count = len(entry.sources)
-    text = CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
+    return with_footnotes(entry.answer, entry.sources)
+
+
+def with_footnotes(text: str, sources: list) -> str:
+    """Markdown whose citations ([3]) are footnotes ([^3]), with the sources listed under it;
+    links other than http(s) and mailto, and raw HTML, made harmless (search/markdown_links.py)."""
+    notes = footnotes(sources)
+    return safe_links("\n\n".join(part for part in (footnoted(text, len(sources)), notes) if part))
+
+
+def footnoted(text: str, count: int) -> str:
+    """The citations of `text` that name one of `count` sources as footnote marks."""
+    return CITATION.sub(
+        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), text
     ).strip()
-    notes = [
+
+
+def footnotes(sources: list) -> str:
+    """The footnotes' list: `[^1]: [title](url)`, one line per source."""
+    return "\n".join(
         f"[^{n}]: [{s.get('title') or s.get('url')}]({s.get('url')})"
-        for n, s in enumerate(entry.sources, start=1)
+        for n, s in enumerate(sources, start=1)
         if isinstance(s, dict)
-    ]
-    return "\n\n".join(part for part in (text, "\n".join(notes)) if part)
+    )
 
 
 def entry_context(entry: Entry) -> dict:
@@ -70,8 +85,16 @@ def entry_html(entry: Entry) -> str:
     return render_to_string("search/entry.html", entry_context(entry))
 
 
+def mark(entry_id: int, seq: int, kind: str = "") -> str:
+    """The marker an update of an entry opens with (static/pplxweb.js reads it): `seq`, the
+    update's number; `kind` "full" for a whole state as of update `seq`, "saved" for the entry as
+    the database has it (the page then waits for a whole state before taking updates)."""
+    return f"<!--pplxweb:seq {entry_id} {seq}{' ' + kind if kind else ''}-->"
+
+
 def new_entry_fragment(entry: Entry) -> str:
-    """A new turn appended to the page's list of entries, and the thread's address for the bar."""
-    return render_to_string(
+    """A new turn appended to the page's list of entries, and the thread's address for the bar:
+    the entry's state 0, which its run's first update follows."""
+    return mark(entry.pk, 0, "full") + render_to_string(
         "search/new_entry_fragment.html", {"entry_html": entry_html(entry), "entry": entry}
     )

@@ -10,8 +10,10 @@ from django import forms
 
 from accounts.forms import MODES, RECENCY, SOURCES
 from accounts.services import labelled, model_choices
+from pplxweb.ids import IdField
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
 from search.history.query import MAX_QUERY
+from search.models import Thread
 from search.render import scrub
 
 MAX_QUESTION = 8000
@@ -56,18 +58,8 @@ class SearchForm(forms.Form):
             }
         ),
     )
-    # ids are 64-bit (BigAutoField): a larger one would make the database raise, not find nothing
-    thread = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=2**63 - 1,
-        widget=forms.HiddenInput,
-        error_messages={
-            "invalid": "That conversation was not found.",
-            "min_value": "That conversation was not found.",
-            "max_value": "That conversation was not found.",
-        },
-    )
+    # in its column's range (pplxweb.ids): a larger one would make the database raise
+    thread = IdField(Thread, "That conversation was not found.", required=False, widget=forms.HiddenInput)
     model = forms.ChoiceField(label="Model", required=False)
     mode = forms.ChoiceField(label="Mode", choices=MODES, required=False)
     sources = forms.MultipleChoiceField(

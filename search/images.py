@@ -1,5 +1,5 @@
-"""Generated images, kept: Perplexity's links to them expire after about 35 minutes (protocol.md
-3.9), so a run downloads each one as soon as it appears, into the data folder beside the
+"""Generated images, kept: Perplexity's links to them expire after about 35 minutes (docs/protocol.md
+§6.6), so a run downloads each one as soon as it appears, into the data folder beside the
 database (`images/<entry id>/<n>.<png|jpg|gif|webp>`), and the page shows pplxweb's copy.
 
 Upstream text is hostile, so a download is fenced: only from Perplexity's image host (or
@@ -24,6 +24,7 @@ import httpx
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from pplxweb.datadir import private_file, private_folder
 from pplxweb.perplexity.extract import Image
 from pplxweb.perplexity.transport import make_transport
 from search.saving import clean
@@ -72,7 +73,7 @@ async def download(url: str, target: Path) -> str:
     if not allowed(url):
         raise NotKept("Its address is not Perplexity's image host, so pplxweb did not fetch it.")
     partial = target.with_suffix(".partial")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     try:
         async with (
             httpx.AsyncClient(transport=make_transport("off"), timeout=TIMEOUT) as client,
@@ -83,7 +84,7 @@ async def download(url: str, target: Path) -> str:
             if response.status_code != 200:
                 raise NotKept(f"Perplexity's image host answered {response.status_code}.")
             head, size = b"", 0
-            with partial.open("wb") as out:
+            with private_file(partial) as out:
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > MAX_BYTES:

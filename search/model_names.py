@@ -1,6 +1,6 @@
 """A model's name as people read it: the catalogue's title for its id, else one made from the id
-("gemini38flash" -> "Gemini 3.8 Flash", "gpt52" -> "GPT-5.2"). Ids are Perplexity's own (protocol.md
-2.5); a new one shows up in answers before any catalogue pplxweb holds has a title for it.
+("gemini38flash" -> "Gemini 3.8 Flash", "gpt52" -> "GPT-5.2"). Ids are Perplexity's own (docs/protocol.md
+§4.2); a new one shows up in answers before any catalogue pplxweb holds has a title for it.
 
 No Django and no project imports: pages, the live path and the history all use it."""
 
@@ -10,7 +10,7 @@ import re
 
 # ids whose name cannot be read from the id (the catalogue's names, where it has them)
 KNOWN = {
-    "turbo": "Best",  # the anonymous, free default (protocol.md 2.5)
+    "turbo": "Best",  # the anonymous, free default (docs/protocol.md §4.2)
     "auto": "Best",
     "default": "Best",
     "pplx_pro": "Best",

@@ -42,7 +42,7 @@ class Thread(models.Model):
     title = models.CharField(max_length=300)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
-    # Perplexity's ids for follow-ups (protocol.md 2.6): the first token and slug stay
+    # Perplexity's ids for follow-ups (docs/protocol.md §4.4): the first token and slug stay
     read_write_token = models.CharField(max_length=200, blank=True)
     thread_url_slug = models.CharField(max_length=200, blank=True)
     # the import that wrote it (None: asked here); removed with it if the import is cut short
@@ -89,8 +89,9 @@ class Entry(models.Model):
     downgraded = models.BooleanField(default=False)
     credential = models.CharField(max_length=20, blank=True)
     backend_uuid = models.CharField(max_length=200, blank=True)
-    context_uuid = models.CharField(max_length=200, blank=True)  # for terminate (protocol.md 8.5)
+    context_uuid = models.CharField(max_length=200, blank=True)  # for terminate (docs/protocol.md §9.2)
     origin = models.CharField(max_length=20, blank=True)  # "perplexity": imported from the library
+    asked_by = models.CharField(max_length=60, blank=True)  # the agent token's name (search/api), else ""
     # shapes of the stream pplxweb did not know: {"blocks": {usage: n}, "steps": {...}, "fields": {...}}
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)

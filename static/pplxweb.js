@@ -143,7 +143,7 @@ document.addEventListener("htmx:wsOpen", () => {
 
 // --- the live connection, lost and found again ---------------------------------------------------
 // A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
-// pplxweb/redis_layer.py; its sentence is in #live-notice). Reopen it, soon and then less often,
+// pplxweb/sockets.py; its sentence is in #live-notice). Reopen it, soon and then less often,
 // and rejoin the conversation's running answers: the server sends their whole state again.
 const LAYER_LOST = 4012;
 let reopenAfter = 1000;
@@ -173,18 +173,65 @@ document.addEventListener("htmx:wsOpen", (event) => {
   }, 2000);
 });
 
+// --- numbered updates --------------------------------------------------------------------------
+// Each update of a running answer opens with <!--pplxweb:seq ENTRY N-->, a whole state with
+// "full" after N, the entry as saved with "saved" (search/display.py `mark`). The page takes
+// update N only right after N-1: one lost on its way, or an entry the page has from the
+// database, makes it ask for the whole state instead (`catch_up`), at most every 2 s an entry.
+const MARK = /^<!--pplxweb:seq (\d+) (\d+)(?: (full|saved))?-->/;
+const shown = new Map(); // entry id -> the number of the update the page shows
+const askedWhole = new Map(); // entry id -> when the page last asked for the whole state
+const heard = new Map(); // entry id -> when the page last heard of it
+document.addEventListener("htmx:wsBeforeMessage", (event) => {
+  const found = MARK.exec(event.detail.message || "");
+  if (!found) return;
+  const [, entry, number, kind] = found;
+  const seq = Number(number);
+  heard.set(entry, Date.now());
+  if (kind === "saved") { shown.delete(entry); return; }
+  const last = shown.get(entry);
+  if (kind === "full") {
+    if (last !== undefined && seq < last) event.preventDefault(); // older than what the page shows
+    else shown.set(entry, seq);
+    return;
+  }
+  if (last !== undefined && seq === last + 1) { shown.set(entry, seq); return; }
+  event.preventDefault(); // a repeat, or a gap: the update does not apply to what the page shows
+  if (last !== undefined && seq <= last) return;
+  if (Date.now() - (askedWhole.get(entry) || 0) < 2000) return;
+  askedWhole.set(entry, Date.now());
+  event.detail.socketWrapper.send(JSON.stringify({ action: "catch_up", entries: [Number(entry)] }));
+});
+
 // Answers the page shows running may have ended while no socket was open (an outage, a restart,
 // a computer asleep): each time the search socket opens it names them, and the server sends
 // those that ended whole.
+const runningEntries = () => [...document.querySelectorAll(".entry-status .elapsed")]
+  .map((elapsed) => /^entry-(\d+)-status$/.exec(elapsed.closest(".entry-status").id))
+  .filter(Boolean).map((found) => Number(found[1]));
 document.addEventListener("htmx:wsOpen", (event) => {
   if (event.target.id !== "live") return;
-  const running = [...document.querySelectorAll(".entry-status .elapsed")]
-    .map((shown) => /^entry-(\d+)-status$/.exec(shown.closest(".entry-status").id))
-    .filter(Boolean).map((found) => Number(found[1]));
+  const running = runningEntries();
   if (running.length) {
     event.detail.socketWrapper.send(JSON.stringify({ action: "recheck", entries: running }));
   }
 });
+
+// An answer shown running that the page has not heard of for a while (its last update lost on
+// its way, say) is asked about: if it ended, the server sends it whole.
+const QUIET_MS = 15000;
+const pageOpened = Date.now();
+let liveSocket = null; // the search socket while it is open (htmx's socket wrapper)
+document.addEventListener("htmx:wsOpen", (event) => { if (event.target.id === "live") liveSocket = event.detail.socketWrapper; });
+document.addEventListener("htmx:wsClose", (event) => { if (event.target.id === "live") liveSocket = null; });
+setInterval(() => {
+  const socket = liveSocket;
+  if (!socket) return;
+  const quiet = runningEntries().filter((id) => Date.now() - (heard.get(String(id)) || pageOpened) > QUIET_MS);
+  if (!quiet.length) return;
+  quiet.forEach((id) => heard.set(String(id), Date.now()));
+  socket.send(JSON.stringify({ action: "recheck", entries: quiet }));
+}, 5000);
 
 // What was sent from the box: it is emptied only once the server has accepted it (a refusal
 // leaves the text where it was, with the sentence beside it).
@@ -310,6 +357,14 @@ document.addEventListener("click", (event) => {
   for (const menu of document.querySelectorAll("details.more[open], #search-form details.options[open]")) {
     if (!menu.contains(event.target)) menu.open = false;
   }
+});
+
+// "Copy" beside a text shown on the page (a new agent token in Settings).
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy-from]");
+  if (!button) return;
+  const field = document.getElementById(button.dataset.copyFrom);
+  try { await copyText(field.value); said(button, "Copied"); } catch { said(button, "Copy failed"); }
 });
 
 // "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from asgiref.sync import sync_to_async
 
 PASSWORD = "correct horse battery"
+BROWSER_TESTS = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers by what a test needs: `browser` for tests/e2e/ (a server process and, for most,
+    Chromium), `database` for a test that touches the database (and so every socket and run,
+    which also use the channel layer). The PostgreSQL + Redis pass of tests/run.sh runs the
+    `database` tests that are not `browser` ones, and the `journey`s: one browser journey per
+    feature. `make quick` runs everything but `browser` on SQLite."""
+    for item in items:
+        if BROWSER_TESTS in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("django_db") or {"db", "transactional_db"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.database)
 
 
 @pytest.fixture

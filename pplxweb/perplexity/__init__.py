@@ -1,4 +1,4 @@
-"""Speaking Perplexity's undocumented web protocol (see shared/protocol.md).
+"""Speaking Perplexity's undocumented web protocol (docs/protocol.md).
 
 No Django here: only the standard library, httpx and (optionally) curl_cffi. The pieces:
 sse (bytes -> events), merge (events -> snapshot), extract (snapshot -> result), request

@@ -3,7 +3,7 @@
 One PerplexityClient talks for one account. It keeps that account's cookies as a dict
 (`client.cookies`, saved by the caller between sign-in steps and after every search since the
 session cookie rotates). The session goes as the `__Secure-next-auth.session-token` cookie,
-never as a bearer (protocol.md 1.5).
+never as a bearer (docs/protocol.md §2.5).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pplxweb.perplexity.errors import (
     ProtocolError,
     RunGone,
 )
-from pplxweb.perplexity.request import API_VERSION, AskRequest, api_body, ask_body, ask_headers
+from pplxweb.perplexity.request import API_VERSION, AskRequest, agent_body, ask_body, ask_headers
 from pplxweb.perplexity.responses import (
     ERROR_BODY_LIMIT,
     check_response,
@@ -199,7 +199,7 @@ class PerplexityClient:
         return body
 
     async def models_v2(self) -> dict:
-        """The v2 model table (protocol.md 8.4: the authoritative one; default model per mode)."""
+        """The v2 model table (docs/protocol.md §4.2: the authoritative one; default model per mode)."""
         response = await self._call("GET", f"/rest/models/config/v2?version={API_VERSION}&source=default")
         check_response(response)
         body = json_body(response)
@@ -208,7 +208,7 @@ class PerplexityClient:
         return body
 
     async def delete_thread(self, entry_uuid: str, read_write_token: str) -> None:
-        """Delete a conversation on Perplexity, named by one of its answers (protocol.md 2.7).
+        """Delete a conversation on Perplexity, named by one of its answers (docs/protocol.md §9.3).
         One already gone (404) counts as deleted."""
         response = await self._call(
             "DELETE",
@@ -220,7 +220,7 @@ class PerplexityClient:
 
     async def answer_question(self, tool_uuid: str, answers: list[tuple[str, str]]) -> None:
         """Answer a research run's clarifying questions ((question, answer) pairs; the call one
-        public client sends, protocol.md 8.1): the run then goes on with them."""
+        public client sends, docs/protocol.md §8.4): the run then goes on with them."""
         response = await self._call(
             "POST",
             CLARIFY_PATH,
@@ -236,7 +236,7 @@ class PerplexityClient:
         check_response(response)
 
     async def terminate(self, entry_uuid: str, context_uuid: str, model_preference: str) -> None:
-        """Stop a run on Perplexity's side (protocol.md 8.5; the path and the reason header as
+        """Stop a run on Perplexity's side (docs/protocol.md §9.2; the path and the reason header as
         Perplexity's own Stop button sends them). Reading the stream ended first."""
         response = await self._call(
             "POST",
@@ -258,7 +258,7 @@ class PerplexityClient:
         return self._stream(request, lambda gap: self._open_ask(request, gap))
 
     def ask_api(self, request: AskRequest, api_key: str) -> AskStream:
-        """Ask through the public API with an API key (protocol.md 5)."""
+        """Ask through the public API with an API key: the Agent API (docs/protocol.md §13.2-13.4)."""
         return self._stream(request, lambda gap: self._open_api(request, api_key, gap), api=True)
 
     def _stream(self, request: AskRequest, opener, api: bool = False, rejoin: str = "") -> AskStream:
@@ -288,7 +288,7 @@ class PerplexityClient:
 
     def rejoin(self, request: AskRequest, backend_uuid: str) -> AskStream:
         """Rejoin a run Perplexity goes on with after pplxweb lost its stream (a restart, a
-        dropped socket; protocol.md 8.5): one whole snapshot, then the usual patches."""
+        dropped socket; docs/protocol.md §9.1): one whole snapshot, then the usual patches."""
         return self._stream(request, lambda gap: self._open_ask(request, gap), rejoin=backend_uuid)
 
     async def _open_rejoin(self, backend_uuid: str, gap: float) -> httpx.Response:
@@ -312,13 +312,13 @@ class PerplexityClient:
     async def _open_api(self, request: AskRequest, api_key: str, gap: float) -> httpx.Response:
         http_request = self._http.build_request(
             "POST",
-            f"{self.api_url}/chat/completions",
+            f"{self.api_url}/v1/agent",
             headers={
                 "Authorization": f"Bearer {api_key}",
                 "Accept": "text/event-stream",
                 "Content-Type": "application/json",
             },
-            content=json.dumps(api_body(request)).encode(),
+            content=json.dumps(agent_body(request)).encode(),
             timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
         try:

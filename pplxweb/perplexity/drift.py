@@ -1,4 +1,4 @@
-"""What a stream carried that pplxweb does not know (protocol.md 8: the format moves monthly).
+"""What a stream carried that pplxweb does not know (docs/protocol.md §14: the format moves monthly).
 
 `unknown(snapshot)` lists the block usages, block kinds, step types and top-level fields of a
 merged snapshot that are not in the tables below. A run logs each new kind once per process and

@@ -29,7 +29,7 @@ class ChallengeError(PerplexityError):
 
 
 class RunGone(PerplexityError):
-    """A rejoin answered 403 `{}`: Perplexity no longer has the run (protocol.md 8.5)."""
+    """A rejoin answered 403 `{}`: Perplexity no longer has the run (docs/protocol.md §9.1)."""
 
     message = (
         "Perplexity no longer has this answer's run (its conversation was deleted there); "

@@ -1,4 +1,4 @@
-"""What a person sees, read out of a merged snapshot (protocol.md 3.6-3.12)."""
+"""What a person sees, read out of a merged snapshot (docs/protocol.md §5.4, §6)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Result:
     model_asked: str = ""
     model: str = ""
     # `turbo` answered a request for another model without the account's tier: the session is
-    # suspect (protocol.md 8.4); only /api/auth/session can confirm it
+    # suspect (docs/protocol.md §6.7); only /api/auth/session can confirm it
     downgraded: bool = False
     backend_uuid: str = ""
     read_write_token: str = ""
@@ -83,7 +83,7 @@ def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Resu
 
 
 def _downgraded(top: dict, asked: str, answered: str) -> bool:
-    """protocol.md 8.4: `turbo` answering `turbo` is quick mode; `turbo` answering a request for
+    """docs/protocol.md §6.7: `turbo` answering `turbo` is quick mode; `turbo` answering a request for
     another model is suspect, unless the frame names the account's tier (an anonymous answer
     has none)."""
     if not asked or asked == ANONYMOUS_MODEL or answered != ANONYMOUS_MODEL:
@@ -97,7 +97,7 @@ def _downgraded(top: dict, asked: str, answered: str) -> bool:
 
 
 def processing_error(snapshot: Snapshot) -> str:
-    """The text of a bare error frame (protocol.md 8.3: `{"text": "Error in processing query."}`
+    """The text of a bare error frame (docs/protocol.md §5.4: `{"text": "Error in processing query."}`
     with no status and no blocks), or "" when the stream is not one."""
     top = snapshot.top
     if snapshot.blocks or "status" in top or snapshot.completed:
@@ -146,7 +146,7 @@ def has_answer(snapshot: Snapshot) -> bool:
 
 
 def text_complete(snapshot: Snapshot) -> bool:
-    """Whether Perplexity said the answer's text is all there (protocol.md 3.2: the PENDING
+    """Whether Perplexity said the answer's text is all there (docs/protocol.md §5.2: the PENDING
     `final` "trap" event carries the last diff and `text_completed`; COMPLETED may come later)."""
     top = snapshot.top
     return top.get("text_completed") is True or top.get("final") is True or snapshot.completed
@@ -154,7 +154,7 @@ def text_complete(snapshot: Snapshot) -> bool:
 
 def _answer(snapshot: Snapshot, final: dict | None, research: bool) -> str:
     """The answer's Markdown. The workflow's text is the answer only when no `ask_text` block
-    exists and the run is not a research run (protocol.md 8.1: there it holds progress notes)."""
+    exists and the run is not a research run (docs/protocol.md §6.3: there it holds progress notes)."""
     workflow = not research and not any(ANSWER_USAGES.match(u) for u in snapshot.block_order)
     usages = snapshot.top.get("structured_answer_block_usages")
     if isinstance(usages, list):
@@ -265,7 +265,7 @@ def _legacy(top: dict) -> str:
 
 
 def _related(top: dict) -> list[str]:
-    """Related questions. `related_query_items`, when present, decides (protocol.md 8.3): only
+    """Related questions. `related_query_items`, when present, decides (docs/protocol.md §6.5): only
     its DEFAULT items are questions; UPSELL items (and the junk `related_queries` then carries
     at their places) are not."""
     items = [item for item in as_list(top.get("related_query_items")) if isinstance(item, dict)]

@@ -1,10 +1,10 @@
 """A person's Perplexity library: listing their threads, reading each one whole, fresh asset links
-(shared/library.md; protocol.md 8.7). No Django here: pplxweb's job (search/library/) paces the
+(docs/protocol.md §11). No Django here: pplxweb's job (search/library/) paces the
 calls and stores what they return.
 
 Every call sends the account's id as `x-pplx-account` beside the app headers the client always
 sends: without them Perplexity answers the listing with `200 []` and a thread with 403
-VIEW_THREAD_NOT_ALLOWED (library.md 1), so `library_account` checks the session first.
+VIEW_THREAD_NOT_ALLOWED (docs/protocol.md §11.1), so `library_account` checks the session first.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import AuthError, PerplexityError, ProtocolError, ThreadGone
 from pplxweb.perplexity.extract import Image, Source, extract
 from pplxweb.perplexity.merge import Snapshot, merge
-from pplxweb.perplexity.request import API_VERSION
+from pplxweb.perplexity.request import API_VERSION, rest_headers
 from pplxweb.perplexity.responses import (
     check_apart,
     check_response,
@@ -30,7 +30,8 @@ from pplxweb.perplexity.responses import (
 )
 from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
 
-LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, library.md 4.1)
+LIST_PATH = "/rest/thread/list_ask_threads"
+LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, docs/protocol.md §11.2)
 PAGE_LIMIT = 100  # turns per thread page; the web app asks for 10
 SMALLER_PAGES = (10, 1)  # asked for instead when a page is larger than MAX_PAGE_BYTES
 # one reply read whole and parsed: at most values.MAX_DOCUMENT (8 MB), and what parsing it holds at
@@ -69,21 +70,16 @@ def _json(body: bytes, limit: int) -> Any:
         raise ProtocolError("Perplexity's library answered with something that is not JSON.") from None
 
 
-def _headers(client: PerplexityClient, reason: str) -> dict[str, str]:
+def _headers(client: PerplexityClient, path: str, reason: str) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
-        "x-pplx-account": client.account_id,
-        "x-perplexity-request-reason": reason,
-        "x-perplexity-request-try-number": "1",
-        "sec-fetch-dest": "empty",
-        "sec-fetch-mode": "cors",
-        "sec-fetch-site": "same-origin",
+        **rest_headers(client.base_url, path, reason, client.account_id),
     }
 
 
 async def library_account(client: PerplexityClient) -> str:
     """Check the session and set the account id the library calls need; AuthError without one
-    (an empty listing would then mean nothing, library.md 1)."""
+    (an empty listing would then mean nothing, docs/protocol.md §11.1)."""
     info = await client.session_info()
     if not info.user_id:
         raise AuthError(
@@ -102,14 +98,14 @@ async def list_threads(client: PerplexityClient, offset: int, limit: int = LIST_
     }  # fmt: skip
     response, reply = await client.read_apart(
         "POST",
-        f"/rest/thread/list_ask_threads?version={API_VERSION}&source=default",
+        f"{LIST_PATH}?version={API_VERSION}&source=default",
         content=json.dumps(body).encode(),
-        headers=_headers(client, "threads-body"),
+        headers=_headers(client, LIST_PATH, "threads-body"),
         limit=MAX_LIST_BYTES,
     )
     check_apart(response, reply)
     value = _json(reply, MAX_LIST_BYTES)
-    if isinstance(value, dict):  # shapes some peers tolerate (library.md 4.1)
+    if isinstance(value, dict):  # shapes some peers tolerate (docs/protocol.md §11.2)
         value = next(
             (value[k] for k in ("threads", "data", "entries") if isinstance(value.get(k), list)), None
         )
@@ -130,7 +126,7 @@ async def thread_page(
     client: PerplexityClient, slug: str, cursor: str = "", limit: int = PAGE_LIMIT
 ) -> ThreadPage:
     """One page of (at most `limit`) turns of a thread, oldest first; the next page is by
-    `next_cursor` (offset is ignored upstream, library.md 6.7). ThreadGone when Perplexity
+    `next_cursor` (offset is ignored upstream, docs/protocol.md §11.4). ThreadGone when Perplexity
     refuses the thread; TooLarge when the page is (ask for fewer turns)."""
     params = [
         ("version", API_VERSION), ("source", "default"), ("with_schematized_response", "true"),
@@ -139,11 +135,12 @@ async def thread_page(
     ]  # fmt: skip
     if cursor:
         params.append(("cursor", cursor))
+    path = f"/rest/thread/{quote(slug, safe='')}"
     response, body = await client.read_apart(
         "GET",
-        f"/rest/thread/{quote(slug, safe='')}",
+        path,
         params=params,
-        headers=_headers(client, "thread-body"),
+        headers=_headers(client, path, "thread-body"),
         limit=MAX_PAGE_BYTES,
     )
     if response.status_code == 404 and not gone_code(response):
@@ -165,11 +162,10 @@ async def thread_page(
 
 
 async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
-    """A newly signed link to an asset (`/rest/assets/<uuid>/data`, library.md 10), or ""."""
+    """A newly signed link to an asset (`/rest/assets/<uuid>/data`, docs/protocol.md §8.2), or ""."""
+    path = f"/rest/assets/{quote(asset_uuid, safe='')}/data"
     response = await client._call(
-        "GET",
-        f"/rest/assets/{quote(asset_uuid, safe='')}/data?version={API_VERSION}&source=default",
-        headers=_headers(client, "asset-data"),
+        "GET", f"{path}?version={API_VERSION}&source=default", headers=_headers(client, path, "asset-data")
     )
     if response.status_code == 404:
         return ""
@@ -178,14 +174,25 @@ async def fresh_asset_url(client: PerplexityClient, asset_uuid: str) -> str:
     return _asset_url(data) if isinstance(data, dict) else ""
 
 
+# Perplexity's own CloudFront distribution for report and asset files: the one host the sources
+# name (docs/protocol.md §8.3). Any other *.cloudfront.net host is anybody's: a CloudFront
+# distribution costs nothing to make.
+REPORT_HOSTS = ("d2z0o16i8xm8ak.cloudfront.net", "ppl-ai-file-upload.s3.amazonaws.com")
+
+
 def report_url_allowed(url: str, base_url: str) -> bool:
-    """A report is fetched only over https from Perplexity's CDN, or from Perplexity's own address."""
-    parts, home = urlsplit(url), urlsplit(base_url)
+    """A report is fetched only over https from Perplexity's CDN host (REPORT_HOSTS, default
+    port), or from Perplexity's own address."""
+    try:
+        parts, home = urlsplit(url), urlsplit(base_url)
+        port, home_port = parts.port, home.port
+    except ValueError:
+        return False
     if parts.username or parts.password:
         return False
-    if parts.scheme == "https" and (parts.hostname or "").endswith(".cloudfront.net"):
+    if parts.scheme == "https" and parts.hostname in REPORT_HOSTS and port in (None, 443):
         return True
-    return (parts.scheme, parts.hostname, parts.port) == (home.scheme, home.hostname, home.port)
+    return (parts.scheme, parts.hostname, port) == (home.scheme, home.hostname, home_port)
 
 
 async def fetch_report(client: PerplexityClient, url: str) -> str | None:

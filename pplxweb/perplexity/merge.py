@@ -1,4 +1,4 @@
-"""Stream events into one snapshot of the answer (protocol.md 3.5).
+"""Stream events into one snapshot of the answer (docs/protocol.md §7).
 
 `merge(snapshot, event)` returns a new Snapshot and leaves the old one as it was: top-level
 fields and the block table are copied shallowly (their size is fixed by the protocol, not by
@@ -13,7 +13,7 @@ Rules:
 - `markdown_block.chunks` are spliced at `chunk_starting_offset` (a missing offset appends,
   an offset past the end appends, so text already shown never vanishes);
 - the terminal frame (COMPLETED + final) is a full snapshot: its blocks replace what the diffs
-  built, and its markdown `answer` is the answer even when shorter (protocol.md 8.2).
+  built, and its markdown `answer` is the answer even when shorter (docs/protocol.md §7.5).
 
 What an answer holds is bounded (a hostile upstream could otherwise send 100 MB of it): each
 value, block and chunk is costed as it arrives (`held`, in bytes, about what Python holds for
@@ -132,7 +132,7 @@ class Snapshot:
             return None
         answer = block.doc.get("answer") if isinstance(block.doc, dict) else None
         text = block.chunks.text() if block.chunks is not None else ""
-        # The terminal frame's `answer` wins even when shorter (protocol.md 8.2: a thinking
+        # The terminal frame's `answer` wins even when shorter (docs/protocol.md §7.5: a thinking
         # model renumbers its citations there); before it, whichever is further along.
         if isinstance(answer, str) and answer and (self.completed or len(answer) >= len(text)):
             return answer
@@ -213,7 +213,7 @@ def _merge_block(
     """Merge one block into `blocks` (a fresh dict) and its cost into `costs` (one too); return
     the number of failed patches, how much more the answer holds, and how many patches it had
     (merge refuses too many: each copies its path). The terminal frame's blocks are a full
-    snapshot (protocol.md 8.2): they replace, never append."""
+    snapshot (docs/protocol.md §7.5): they replace, never append."""
     if not isinstance(raw, dict):
         return 1, 0, 0
     usage = raw.get("intended_usage")

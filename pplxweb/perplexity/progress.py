@@ -1,4 +1,4 @@
-"""Progress in a merged snapshot (protocol.md 3.9, 8.1): steps, a research run's notes, and the
+"""Progress in a merged snapshot (docs/protocol.md §6.6): steps, a research run's notes, and the
 images Perplexity generated."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _step(step: Any) -> list[Step]:
 
 def _workflow_notes(snapshot: Snapshot) -> list[Step]:
     """A research run's workflow text ("Insights", step summaries): progress notes, shown with
-    the steps, never the answer (protocol.md 8.1)."""
+    the steps, never the answer (docs/protocol.md §6.3)."""
     block = snapshot.block("workflow_root")
     if block is None or block.kind != "workflow_block" or not is_research(snapshot.top):
         return []
@@ -119,7 +119,7 @@ def _size(value: Any) -> int:
 
 
 def images(snapshot: Snapshot) -> list[Image]:
-    """Generated images (protocol.md 3.9): the steps' GENERATED_IMAGE assets, the image-results
+    """Generated images (docs/protocol.md §6.6): the steps' GENERATED_IMAGE assets, the image-results
     steps, then top-level `media_items` that carry `generated_media_metadata`; one per image
     (the same image comes with fresh signatures in the query string)."""
     found: dict[str, Image] = {}

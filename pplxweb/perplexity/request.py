@@ -1,4 +1,4 @@
-"""Ask and follow-up requests: body and headers (protocol.md 2.2-2.7)."""
+"""Ask and follow-up requests: body and headers (docs/protocol.md §2, §4)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ SUPPORTED_BLOCKS = [
     "inline_claims",
     "unified_assets",
     "workflow_steps",
-    "prediction_market_widgets",  # the newest clients' list (protocol.md 8.7)
+    "prediction_market_widgets",  # the newest clients' list (docs/protocol.md §4.1)
     "flight_status_widgets",
 ]
 CHROME_UA = (
@@ -94,7 +94,7 @@ class AskRequest:
     options: AskOptions = field(default_factory=AskOptions)
     follow_up: FollowUp | None = None
     frontend_uuid: str = field(default_factory=lambda: str(uuid.uuid4()))
-    attachments: tuple[str, ...] = ()  # the uploaded files' URLs (uploads.py, protocol.md 2.8)
+    attachments: tuple[str, ...] = ()  # the uploaded files' URLs (uploads.py, docs/protocol.md §10.4)
 
 
 def _us_date(value: date) -> str:
@@ -164,19 +164,14 @@ def _filters(params: dict, options: AskOptions) -> None:
         params["search_language_filter"] = [primary]
 
 
-def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
-    """Web-identity headers (2.2). The session travels in the cookie jar, never as a bearer."""
+def rest_headers(base_url: str, path: str, reason: str, account_id: str = "") -> dict[str, str]:
+    """The web app's headers on a `/rest/` call (docs/protocol.md §2.3, where peers saw empty
+    results when one was missing): why it is made, its try number, its absolute URL, the account
+    (`user.id` of /api/auth/session, when known) and the sec-fetch set."""
     headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "Origin": base_url,
-        "Referer": f"{base_url}/",
-        "X-Perplexity-Request-Reason": "ask-query-state-provider",
-        "X-Request-ID": request.frontend_uuid,
+        "x-perplexity-request-reason": reason,
         "x-perplexity-request-try-number": "1",
-        "x-perplexity-request-endpoint": f"{base_url}/rest/sse/perplexity_ask",
-        "X-App-ApiClient": "default",
-        "X-App-ApiVersion": API_VERSION,
+        "x-perplexity-request-endpoint": base_url + path.split("?", 1)[0],
         "sec-fetch-dest": "empty",
         "sec-fetch-mode": "cors",
         "sec-fetch-site": "same-origin",
@@ -186,29 +181,54 @@ def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dic
     return headers
 
 
-def api_body(request: AskRequest, model: str = "sonar-pro") -> dict:
-    """Body of the public API's streaming chat completion (protocol.md 5)."""
+def ask_headers(request: AskRequest, base_url: str, account_id: str = "") -> dict[str, str]:
+    """Web-identity headers (docs/protocol.md §2.3). The session travels in the cookie jar, never as
+    a bearer."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Origin": base_url,
+        "Referer": f"{base_url}/",
+        "X-Request-ID": request.frontend_uuid,
+        "X-App-ApiClient": "default",
+        "X-App-ApiVersion": API_VERSION,
+        **rest_headers(base_url, "/rest/sse/perplexity_ask", "ask-query-state-provider", account_id),
+    }
+
+
+# The Agent API's preset per mode (docs/protocol.md §13.2): quick is its `fast`; Pro search
+# `low`, what Sonar Pro became (hex/llm-perplexity pull 27, vercel/ai issue 18988); deep research
+# `high`, what Sonar Deep Research became.
+PRESETS = {"auto": "fast", "pro": "low", "research": "high"}
+
+
+def agent_body(request: AskRequest) -> dict:
+    """Body of the Agent API's streamed response (POST /v1/agent, docs/protocol.md §13.2). Web
+    search is a tool the model may skip: it is forced, so answers stay grounded; no sources ticked
+    (the "writing" focus) offers no search at all."""
     options = request.options
     body: dict = {
-        "model": "sonar-deep-research" if options.research else model,
-        "messages": [{"role": "user", "content": request.query}],
+        "preset": PRESETS["research" if options.research else options.mode],
+        "input": request.query,
         "stream": True,
-        "return_related_questions": True,
     }
-    if options.after:
-        body["search_after_date_filter"] = _us_date(options.after)
-    if options.before:
-        body["search_before_date_filter"] = _us_date(options.before)
-    if options.recency and not (options.after or options.before):
-        body["search_recency_filter"] = options.recency
-    domains = [*options.include_domains, *(f"-{d}" for d in options.exclude_domains)]
-    if domains:
-        body["search_domain_filter"] = domains
-    if "scholar" in options.sources:
-        body["search_mode"] = "academic"
     primary = options.language.split("-")[0].lower()
     if primary:
-        body["search_language_filter"] = [primary]
+        body["language_preference"] = primary
     if not options.sources:
-        body["disable_search"] = True
+        return body
+    filters: dict = {}
+    if options.after:
+        filters["search_after_date_filter"] = _us_date(options.after)
+    if options.before:
+        filters["search_before_date_filter"] = _us_date(options.before)
+    if options.recency and not (options.after or options.before):
+        filters["search_recency_filter"] = options.recency
+    domains = [*options.include_domains, *(f"-{d}" for d in options.exclude_domains)]
+    if domains:
+        filters["search_domain_filter"] = domains
+    if primary:
+        filters["search_language_filter"] = [primary]
+    body["tools"] = [{"type": "web_search", "filters": filters} if filters else {"type": "web_search"}]
+    body["tool_choice"] = "required"
     return body

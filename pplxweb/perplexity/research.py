@@ -1,4 +1,4 @@
-"""Deep Research in a merged snapshot (protocol.md 8.1): the report, the clarifying question.
+"""Deep Research in a merged snapshot (docs/protocol.md §8.1, §8.4): the report, the clarifying question.
 
 A research run's `ask_text` holds only a cover note; the report is an asset. It is read from,
 in this order: the terminal `text` step list's `RESEARCH_ANSWER` step, a `unified_assets` block
@@ -31,8 +31,9 @@ class Ask:
 
 @dataclass(frozen=True)
 class Question:
-    """The clarifying questions a research run asks before it goes on (8.1): one step, one or
-    more questions (a real run asked three), answered together or left to its countdown."""
+    """The clarifying questions a research run asks before it goes on (docs/protocol.md §8.4): one
+    step, one or more questions (a real run asked three), answered together or left to its
+    countdown."""
 
     asks: tuple[Ask, ...]
     skip_seconds: int = SKIP_SECONDS_DEFAULT

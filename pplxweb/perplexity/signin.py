@@ -1,5 +1,5 @@
-"""Signing in to Perplexity by e-mail code (protocol.md 1.1-1.2), with the authenticator step
-(8.6): functions over a PerplexityClient, whose cookies carry the sign-in between steps."""
+"""Signing in to Perplexity by e-mail code (docs/protocol.md §3.1), with the authenticator step
+(§3.2): functions over a PerplexityClient, whose cookies carry the sign-in between steps."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ async def verify_code(client: PerplexityClient, email: str, code: str) -> CodeRe
 
 async def verify_totp(client: PerplexityClient, challenge: str, code: str) -> str:
     """Answer the authenticator challenge; returns the session token."""
-    for path in TOTP_VERIFY_PATHS:  # clients differ on the path (protocol.md 8.6)
+    for path in TOTP_VERIFY_PATHS:  # clients differ on the path (docs/protocol.md §3.2)
         response = await client._call(
             "POST",
             f"{path}?version={API_VERSION}&source=default",

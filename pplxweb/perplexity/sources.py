@@ -1,4 +1,4 @@
-"""Sources in a merged snapshot (protocol.md 3.8): web results, deduplicated, in the answer's order."""
+"""Sources in a merged snapshot (docs/protocol.md §6.4): web results, deduplicated, in the answer's order."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def web_result(item: Any) -> Source | None:
 
 def sources(snapshot: Snapshot, final: dict | None) -> list[Source]:
     """The sources in the order the answer's citation numbers count them: the terminal FINAL
-    step's web results when there are any (protocol.md 8.2), then the blocks' in their order."""
+    step's web results when there are any (docs/protocol.md §6.4, §7.5), then the blocks' in their order."""
     candidates: list[Any] = list(as_list(final.get("web_results"))) if final else []
     for usage in snapshot.block_order:
         block = snapshot.blocks[usage]

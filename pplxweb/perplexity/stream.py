@@ -5,6 +5,7 @@ protocol's events so one merge serves both."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -66,7 +67,7 @@ class AskStream:
         # sees each response once it is read (the client keeps the cookies Perplexity sent back)
         self._request, self._timeouts, self._open, self._rejoin = request, timeouts, opener, rejoiner
         self._api, self._after = api, after
-        self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (protocol.md 8.5)
+        self.rejoin = rejoin  # a run's backend_uuid: rejoin it rather than ask (docs/protocol.md §9.1)
         self.rejoined = False
         self.snapshot = Snapshot()
         self.ended = False
@@ -115,7 +116,7 @@ class AskStream:
 
     async def _attempts(self, gap: float) -> AsyncIterator[Snapshot]:
         """The answer's stream; an empty one or a bare error frame is asked again once, and a
-        connection dropped mid-answer is rejoined once (protocol.md 8.5) before the answer is
+        connection dropped mid-answer is rejoined once (docs/protocol.md §9.1) before the answer is
         called cut short."""
         async with aclosing(self._read(gap)) as attempt:  # a generator left early is not closed by itself
             async for snapshot in attempt:
@@ -157,7 +158,7 @@ class AskStream:
 
     def _nothing_came(self) -> bool:
         """An answer stream that ended with nothing in it, or with only a bare error frame
-        (protocol.md 8.3): peers ask again once."""
+        (docs/protocol.md §5.4): peers ask again once."""
         if not self.ended:
             return False
         return not self.saw_bytes or bool(processing_error(self.snapshot))
@@ -205,6 +206,7 @@ class AskStream:
                     return
                 if parser.ended:
                     self.ended = True
+                    await _rest_of(chunks)
                     return
                 if self.snapshot.completed:
                     deadline_gap = self._timeouts.drain
@@ -233,48 +235,62 @@ class AskStream:
 
 
 def api_event(data: dict) -> dict | None:
-    """A public-API chunk as a web-protocol event, so one merge serves both paths."""
+    """An Agent API stream event (OpenAI Responses' shapes, docs/protocol.md §13.4) as a web-protocol
+    event, so one merge serves both paths: text deltas append to the answer; search results
+    (as they come, and the `search_results` output item) become its sources; the terminal event
+    ends it. Unknown event types are ignored, as the API asks."""
+    kind = data.get("type")
+    response = data.get("response") if isinstance(data.get("response"), dict) else {}
     event: dict = {}
-    blocks = []
-    choices = data.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        choice = choices[0]
-        delta = choice.get("delta") or choice.get("message") or {}
-        content = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(content, str) and content:
-            blocks.append({"intended_usage": "ask_text", "markdown_block": {"chunks": [content]}})
-        if choice.get("finish_reason"):
-            event.update(status="COMPLETED", final=True)
-    # citations are bare URLs; kept in a block of their own so titled search_results win
-    for usage, results in (
-        ("web_results", data.get("search_results")),
-        (
-            "api_citations",
-            [{"url": u, "title": u} for u in _list(data.get("citations")) if isinstance(u, str)],
-        ),
-    ):
-        if isinstance(results, list) and results:
-            web = [
-                {
-                    "name": r.get("title") or r.get("url"),
-                    "url": r.get("url"),
-                    "snippet": r.get("snippet") or "",
-                    "timestamp": r.get("date") or "",
-                }
-                for r in results
-                if isinstance(r, dict)
-            ]
-            blocks.append({"intended_usage": usage, "web_result_block": {"web_results": web}})
-    if isinstance(data.get("related_questions"), list):
-        event["related_queries"] = data["related_questions"]
-    if isinstance(data.get("model"), str):
-        event["display_model"] = data["model"]
-    if isinstance(data.get("error"), dict):
-        event.update(status="FAILED", error_message=str(data["error"].get("message") or "API error"))
-    if blocks:
-        event["blocks"] = blocks
+    if kind == "response.output_text.delta" and isinstance(data.get("delta"), str) and data["delta"]:
+        event["blocks"] = [{"intended_usage": "ask_text", "markdown_block": {"chunks": [data["delta"]]}}]
+    elif kind == "response.reasoning.search_results":
+        event["blocks"] = _results_block(data.get("results"))
+    elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+        if data["item"].get("type") == "search_results":
+            event["blocks"] = _results_block(data["item"].get("results"))
+    elif kind == "response.completed":
+        event.update(status="COMPLETED", final=True)
+        for item in _list(response.get("output")):
+            if isinstance(item, dict) and item.get("type") == "search_results":
+                event["blocks"] = _results_block(item.get("results"))
+    elif kind in ("response.failed", "response.cancelled", "error"):
+        error = data.get("error") or response.get("error") or {}
+        message = error.get("message") if isinstance(error, dict) else None
+        event.update(status="FAILED", error_message=str(message or "Perplexity's API reported a failure."))
+    if isinstance(response.get("model"), str) and response["model"]:
+        event["display_model"] = response["model"]
+    if not event.get("blocks"):
+        event.pop("blocks", None)
     return event or None
+
+
+def _results_block(results: Any) -> list[dict]:
+    web = [
+        {
+            "name": r.get("title") or r.get("url"),
+            "url": r.get("url"),
+            "snippet": r.get("snippet") or "",
+            "timestamp": r.get("date") or "",
+        }
+        for r in _list(results)
+        if isinstance(r, dict) and isinstance(r.get("url"), str)
+    ]
+    return [{"intended_usage": "web_results", "web_result_block": {"web_results": web}}] if web else []
 
 
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
+
+
+async def _rest_of(chunks: Any, bound: float = 0.2, most: int = 64 * 1024) -> None:
+    """What follows end_of_stream (a chunked body's last bytes), read for a moment so the
+    connection ends its response cleanly and is kept for the next search (HTTP/1.1 closes a
+    connection whose response is let go before its end)."""
+    read = 0
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(bound):
+            async for chunk in chunks:
+                read += len(chunk)
+                if read > most:
+                    return

@@ -1,13 +1,16 @@
 """HTTP transports for the Perplexity client.
 
-Cloudflare in front of Perplexity checks the TLS fingerprint (protocol.md 6.2), so by default
+Cloudflare in front of Perplexity checks the TLS fingerprint (docs/protocol.md §2.6), so by default
 requests go through curl_cffi impersonating a browser, behind httpx's transport interface so the
 client code (and respx in tests) stays plain httpx. `impersonate="off"` uses httpx's own.
+A body is read through curl_cffi's public streaming API (`Response.aiter_content()`); ending a
+transfer nobody reads any more is the one use of its internals (`_abort`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -15,7 +18,7 @@ import ssl
 import warnings
 import weakref
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -49,23 +52,12 @@ class _Kept:
     session: Any
     users: int = 0  # clients holding it now
     closing: asyncio.TimerHandle | None = None
-    streams: int = 0  # event streams open on it (their headers in, their end not yet)
-    others: int = 0  # other requests on it, from sending to their body's end
-    reads: _PacedReads = field(init=False)
-
-    def __post_init__(self) -> None:
-        acurl = self.session.acurl  # the session's curl loop, which it closes itself
-        acurl.loop = self.reads = _PacedReads(acurl.loop, self.paced)
-
-    def paced(self) -> bool:
-        """Read its sockets at PACE (see _PacedReads): only while answers are all it carries."""
-        return self.streams > 0 and self.others == 0
 
 
 _kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], _Kept]] = (
     weakref.WeakKeyDictionary()
 )
-_closing: set[asyncio.Task] = set()  # idle sessions being closed (a reference until they are)
+_background: set[asyncio.Task] = set()  # sessions being closed, answers being let go (held until done)
 KEPT_TRANSFERS = 256  # per kept session; curl_cffi's default (10) would queue the 11th answer
 KEPT_IDLE = 300.0  # seconds a kept session outlives its last use (a follow-up reuses it)
 
@@ -75,15 +67,19 @@ def _close_idle(loop: asyncio.AbstractEventLoop, key: tuple[str, str]) -> None:
     kept = sessions.get(key)
     if kept is not None and kept.users == 0:
         del sessions[key]
-        task = loop.create_task(kept.session.close())
-        _closing.add(task)
-        task.add_done_callback(_closed)
+        _in_background(kept.session.close(), "closing an idle connection to Perplexity")
 
 
-def _closed(task: asyncio.Task) -> None:
-    _closing.discard(task)
+def _in_background(work: Any, what: str) -> None:
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(functools.partial(_done, what))
+
+
+def _done(what: str, task: asyncio.Task) -> None:
+    _background.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        log.warning("closing an idle connection to Perplexity failed", exc_info=task.exception())
+        log.warning("%s failed", what, exc_info=task.exception())
 
 
 def load(impersonate: str) -> None:
@@ -161,7 +157,6 @@ class CurlTransport(httpx.AsyncBaseTransport):
         connect = timeout.get("connect") or 10.0
         read = timeout.get("read") or 60.0
         session = self._get_session()
-        transfer = _Transfer(self._kept)
         sending = asyncio.ensure_future(
             session.request(
                 request.method,
@@ -176,27 +171,21 @@ class CurlTransport(httpx.AsyncBaseTransport):
             )
         )
         try:
-            try:
-                response = await asyncio.shield(sending)
-            except asyncio.CancelledError:
-                # cancelled while curl waits for the reply, which curl_cffi would go on reading
-                # for nobody: abort it as soon as its headers are in
-                sending.add_done_callback(functools.partial(_abort_sent, session))
-                raise
-            except curl_errors.Timeout as exc:
-                raise httpx.ConnectTimeout(str(exc), request=request) from exc
-            except curl_errors.ConnectionError as exc:
-                message = str(exc)
-                if "Recv failure" in message or "Empty reply" in message or "reset" in message.lower():
-                    raise httpx.RemoteProtocolError(message, request=request) from exc
-                raise httpx.ConnectError(message, request=request) from exc
-            except curl_errors.RequestException as exc:
-                raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-        except BaseException:
-            transfer.end()
+            response = await asyncio.shield(sending)
+        except asyncio.CancelledError:
+            # cancelled while curl waits for the reply, which curl_cffi would go on reading for
+            # nobody: let it go as soon as its headers are in
+            sending.add_done_callback(functools.partial(_abort_sent, session))
             raise
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            transfer.is_stream()
+        except curl_errors.Timeout as exc:
+            raise httpx.ConnectTimeout(str(exc), request=request) from exc
+        except curl_errors.ConnectionError as exc:
+            message = str(exc)
+            if "Recv failure" in message or "Empty reply" in message or "reset" in message.lower():
+                raise httpx.RemoteProtocolError(message, request=request) from exc
+            raise httpx.ConnectError(message, request=request) from exc
+        except curl_errors.RequestException as exc:
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
         return httpx.Response(
             status_code=response.status_code,
             headers=[  # as bytes: a header that is not ASCII must not fail the request
@@ -204,7 +193,7 @@ class CurlTransport(httpx.AsyncBaseTransport):
                 for k, v in response.headers.raw
                 if k.decode("latin-1").lower() not in DROP_RESPONSE
             ],
-            stream=_CurlStream(response, request, session, transfer),
+            stream=_CurlStream(response, request, session),
             request=request,
         )
 
@@ -221,54 +210,30 @@ class CurlTransport(httpx.AsyncBaseTransport):
 
 
 class _CurlStream(httpx.AsyncByteStream):
-    def __init__(self, response: Any, request: httpx.Request, session: Any, transfer: _Transfer) -> None:
+    """A streamed curl_cffi response's body through its public `aiter_content()`: a chunk per
+    curl write (what one read of the socket brought, at most 16 KB)."""
+
+    def __init__(self, response: Any, request: httpx.Request, session: Any) -> None:
         self._response = response
         self._request = request
         self._session = session
-        self._transfer = transfer
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        """What curl has received so far, as one chunk: what one (paced) read brought becomes
-        one snapshot and one update, not one per piece."""
         from curl_cffi.requests import exceptions as curl_errors
-        from curl_cffi.requests.models import STREAM_END
 
-        response = self._response
-        queue = response.queue  # curl_cffi's: bytes, then STREAM_END or an exception
         try:
-            while True:
-                pieces = [await queue.get()]
-                while isinstance(pieces[-1], bytes) and not queue.empty():
-                    pieces.append(queue.get_nowait())
-                end = None if isinstance(pieces[-1], bytes) else pieces.pop()
-                if chunk := b"".join(pieces):
+            async with contextlib.aclosing(self._response.aiter_content()) as chunks:
+                async for chunk in chunks:
                     yield chunk
-                if end is STREAM_END:
-                    return
-                if end is not None:
-                    raise end
         except curl_errors.Timeout as exc:
             raise httpx.ReadTimeout(str(exc), request=self._request) from exc
         except curl_errors.RequestException as exc:
             raise httpx.RemoteProtocolError(str(exc), request=self._request) from exc
 
     async def aclose(self) -> None:
-        """Abort a transfer still running (curl_cffi's own aclose waits for it to finish)."""
-        self._transfer.end()
-        if (task := _abort(self._response, self._session)) is not None:
-            await asyncio.wait([task], timeout=5)
-
-
-def _abort(response: Any, session: Any) -> asyncio.Task | None:
-    """Stop curl reading a response's body; its task, which ends soon after, if it has one."""
-    task = response.astream_task
-    if task is not None and not task.done():
-        if response.quit_now is not None:
-            response.quit_now.set()
-        acurl = getattr(session, "acurl", None)
-        if response.curl is not None and acurl is not None:
-            acurl.remove_handle(response.curl)  # detaches the handle and ends its task
-    return task
+        """Stop a transfer still running: a stopped answer must not be read to its end."""
+        if (transfer := _abort(self._response, self._session)) is not None:
+            await asyncio.wait([transfer], timeout=5)
 
 
 def _abort_sent(session: Any, sending: asyncio.Future) -> None:
@@ -276,84 +241,41 @@ def _abort_sent(session: Any, sending: asyncio.Future) -> None:
         _abort(sending.result(), session)
 
 
-class _Transfer:
-    """One request on a kept session, counted in `_Kept.others` from its sending until its end,
-    or in `_Kept.streams` once its response shows an event stream."""
-
-    def __init__(self, kept: _Kept | None) -> None:
-        self._kept, self._stream = kept, False
-        if kept is not None:
-            kept.others += 1
-            kept.reads.wake()  # its reply is read as it comes
-
-    def is_stream(self) -> None:
-        if self._kept is not None and not self._stream:
-            self._kept.others -= 1
-            self._kept.streams += 1
-            self._stream = True
-
-    def end(self) -> None:
-        kept, self._kept = self._kept, None
-        if kept is None:
-            return
-        if self._stream:
-            kept.streams -= 1
-        else:
-            kept.others -= 1
+# curl_cffi has no public way to end one transfer of a session that others share: its
+# `Response.aclose()` waits for the body's end (lexiforest/curl_cffi issue 845 asks for one).
+# `_abort` is the one place that reaches inside, for these; a curl_cffi without one of them fails
+# tests/perplexity/test_kept_connections.py, naming it.
+ABORT_USES = ("Response.curl", "Response.astream_task", "AsyncSession.acurl", "AsyncCurl.remove_handle")
 
 
-# A socket is read at most every PACE seconds while a kept session carries answers only: a little
-# over the page's update interval (search.live.runner.UPDATE_EVERY, 0.08), so each read's text goes
-# out at once. Measured: docs/measurements-2026-12.md, December 6.
-PACE = 0.085
+def abort_missing(response: Any, session: Any) -> list[str]:
+    """Which of ABORT_USES this curl_cffi lacks, for a streamed response of a session."""
+    acurl = getattr(session, "acurl", None)
+    there = {
+        "Response.curl": getattr(response, "curl", None) is not None,
+        "Response.astream_task": hasattr(response, "astream_task"),
+        "AsyncSession.acurl": acurl is not None,
+        "AsyncCurl.remove_handle": callable(getattr(acurl, "remove_handle", None)),
+    }
+    return [name for name in ABORT_USES if not there[name]]
 
 
-class _PacedReads:
-    """The event loop as a kept session's curl sees it, reading its sockets at PACE while
-    `paced()` says so.
+def _abort(response: Any, session: Any) -> asyncio.Future | None:
+    """Stop curl reading a response's body: detach its handle from the session's curl loop, which
+    ends the transfer (HTTP/2: that stream only; HTTP/1.1: its connection). Returns the transfer's
+    task (it ends soon after) if it was still running. Without those internals, curl_cffi's public
+    `aclose()` in the background: the rest is read for nobody, but nobody waits for it."""
+    if missing := abort_missing(response, session):
+        _warn_missing(", ".join(missing))
+        _in_background(response.aclose(), "closing a stopped answer's transfer")
+        return None
+    transfer = response.astream_task
+    if transfer is None or transfer.done():
+        return None
+    session.acurl.remove_handle(response.curl)
+    return transfer
 
-    On a small machine most of an answer's CPU is the event loop waking up: ~300 events in ~200
-    reads, each a wake-up (0.2-0.3 ms here). The page shows new text every 80 ms anyway, so
-    reading more often only wakes the server to hold text for the next update. After a read the
-    socket is left alone for PACE (new bytes wait in the kernel, not in pplxweb) and then watched
-    again; a stream that is quiet longer is read the moment it speaks. Only while the session
-    carries nothing but answer streams whose headers are in: an upload's flow control, a reply
-    to a request or a new connection's handshake is read at once.
-    """
 
-    def __init__(self, loop: Any, paced: Any) -> None:
-        self._loop, self._paced = loop, paced
-        self._wanted: dict[int, tuple] = {}  # curl's readers, by socket
-        self._resting: dict[int, asyncio.TimerHandle] = {}  # sockets left alone, until when
-
-    def __getattr__(self, name: str) -> Any:  # the rest (writers, timers, futures) as they are
-        return getattr(self._loop, name)
-
-    def add_reader(self, fd: int, callback: Any, *args: Any) -> None:
-        self._wanted[fd] = (callback, args)
-        if fd not in self._resting:
-            self._loop.add_reader(fd, self._read, fd)
-
-    def remove_reader(self, fd: int) -> bool:
-        self._wanted.pop(fd, None)
-        return self._loop.remove_reader(fd)
-
-    def _read(self, fd: int) -> None:
-        if (wanted := self._wanted.get(fd)) is None:
-            return
-        callback, args = wanted
-        callback(*args)
-        if fd in self._wanted and fd not in self._resting and self._paced():
-            self._loop.remove_reader(fd)
-            self._resting[fd] = self._loop.call_later(PACE, self._wake, fd)
-
-    def wake(self) -> None:
-        """Watch every resting socket again now."""
-        for fd, timer in list(self._resting.items()):
-            timer.cancel()
-            self._wake(fd)
-
-    def _wake(self, fd: int) -> None:
-        del self._resting[fd]
-        if fd in self._wanted:
-            self._loop.add_reader(fd, self._read, fd)
+@functools.cache
+def _warn_missing(names: str) -> None:
+    log.warning("curl_cffi changed (no %s): a stopped answer is now read to its end for nobody", names)

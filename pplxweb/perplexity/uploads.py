@@ -1,4 +1,4 @@
-"""Files for a question (protocol.md 2.8): upload URLs, the storage upload, the processing wait.
+"""Files for a question (docs/protocol.md §10): upload URLs, the storage upload, the processing wait.
 
 1. `POST /rest/uploads/batch_create_upload_urls` names, for each file, a storage form (a URL
    and signed fields); the older single-file `/rest/uploads/create_upload_url` is tried when
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from pplxweb.perplexity.errors import NetworkError, PerplexityError, ProtocolError
-from pplxweb.perplexity.request import API_VERSION
+from pplxweb.perplexity.request import API_VERSION, rest_headers
 from pplxweb.perplexity.responses import check_response, is_json, json_body, read_limited
 from pplxweb.perplexity.sse import StreamParser
 from pplxweb.perplexity.transport import make_transport
@@ -42,6 +42,10 @@ STORAGE_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=10.0)
 BATCH_PATH = "/rest/uploads/batch_create_upload_urls"
 SINGLE_PATH = "/rest/uploads/create_upload_url"
 PROCESSING_PATH = "/rest/sse/attachment_processing/subscribe"
+# why each call is made (x-perplexity-request-reason): our own labels, no capture names the web
+# app's for these calls; the other headers are every /rest/ call's (request.rest_headers)
+UPLOAD_REASON = "file-upload"
+PROCESSING_REASON = "attachment-processing"
 KEY_UUID = re.compile(r"/([0-9A-Fa-f-]{16,64})/[^/]+$")  # web/direct-files/attachments/<user>/<uuid>/<name>
 MAX_FIELDS = 50
 
@@ -129,7 +133,8 @@ async def create_forms(
     described = {
         key: {
             "filename": f.name,
-            "content_type": f.content_type,  # never "": some models then ignore the file (2.8)
+            # never "": some models then ignore the file (docs/protocol.md §10.1)
+            "content_type": f.content_type,
             "source": "default",
             "file_size": f.size,
             "force_image": False,
@@ -139,7 +144,7 @@ async def create_forms(
     }
     query = f"?version={API_VERSION}&source=default"
     response = await client._call(
-        "POST", BATCH_PATH + query, json={"files": described}, headers={"Content-Type": "application/json"}
+        "POST", BATCH_PATH + query, json={"files": described}, headers=_json_headers(client, BATCH_PATH)
     )
     if response.status_code == 404 and not is_json(response):
         return [
@@ -162,10 +167,15 @@ async def _single_form(
         "POST",
         f"{SINGLE_PATH}?version={API_VERSION}&source=default",
         json=described,
-        headers={"Content-Type": "application/json"},
+        headers=_json_headers(client, SINGLE_PATH),
     )
     _check(response)
     return _form(key, json_body(response), file.name, hosts, client.base_url)
+
+
+def _json_headers(client: PerplexityClient, path: str) -> dict[str, str]:
+    headers = rest_headers(client.base_url, path, UPLOAD_REASON, client.account_id)
+    return {"Content-Type": "application/json", **headers}
 
 
 def _check(response: httpx.Response) -> None:
@@ -244,7 +254,13 @@ async def wait_processed(
 
 
 async def _processing(client: PerplexityClient, waiting: dict[str, str]) -> None:
-    headers = client._headers({"Content-Type": "application/json", "Accept": "text/event-stream"})
+    headers = client._headers(
+        {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            **rest_headers(client.base_url, PROCESSING_PATH, PROCESSING_REASON, client.account_id),
+        }
+    )
     request = client._http.build_request(
         "POST",
         client.base_url + PROCESSING_PATH,

@@ -4,8 +4,8 @@ question (pplxweb.perplexity.uploads), listed and downloadable on their entry.
 A file is judged by its bytes, never by its name or the browser's word: PDF, PNG, JPEG, WebP,
 GIF, Word (.docx), or UTF-8 text (plain, Markdown or CSV by its name). It is stored under its
 content's name (search.attachments.disk: the same bytes are kept once, and shared), whatever it
-was called; its name is kept only to show. Keeping files is bounded per person: UPLOADS_PER_MINUTE
-and UPLOADS_PER_DAY files on every path that takes them (the page, the plain form), and their
+was called; its name is kept only to show. Keeping files is bounded per person: KEPT_PER_MINUTE
+and KEPT_PER_DAY files on every path that takes them (the page, the plain form), and their
 storage quota (search.storage).
 """
 
@@ -27,8 +27,8 @@ from django.conf import settings
 from django.db.models import Case, Value, When
 
 from accounts import ratelimit
+from pplxweb.ids import parse as parse_id
 from search import storage
-from search.attachments import pdf_script
 from search.attachments.disk import (
     ORPHAN_AFTER,
     folder,
@@ -132,7 +132,8 @@ def _extension(name: str) -> str:
 
 def judge(path: Path, name: str) -> str:
     """The kind of the file at `path` from its bytes (and, for text, its name); Refused if none
-    fits, if the name claims another kind, or if a PDF carries script."""
+    fits, or if the name claims another kind. A PDF with script is kept as it is: no kept file is
+    ever opened as a document from pplxweb's origin (search.served)."""
     with path.open("rb") as handle:
         head = handle.read(16)
     kind = _binary_kind(head, path)
@@ -153,8 +154,6 @@ def judge(path: Path, name: str) -> str:
         raise Refused(
             f"“{name}” is not a {KINDS[claim][0]}: its bytes are a {KINDS[kind][0]}. It was not attached."
         )
-    if kind == "pdf" and (problem := pdf_script.problem(path)):
-        raise Refused(f"“{name}” {problem}")
     return kind
 
 
@@ -281,10 +280,11 @@ def chosen(user, values: list, allow_asked: bool = False) -> list[Attachment]:
     Refused when one is not theirs, is gone, or there are too many."""
     ids = []
     for value in values:
-        if not str(value).isdigit() or len(str(value)) > 18:
+        found = parse_id(Attachment, value)
+        if found is None:  # not an id, or past its column's range: like an unknown id
             raise Refused("One of the attached files was not found; remove it and attach it again.")
-        if int(value) not in ids:
-            ids.append(int(value))
+        if found not in ids:
+            ids.append(found)
     if len(ids) > settings.ATTACHMENTS_PER_QUESTION:
         raise Refused(
             f"At most {settings.ATTACHMENTS_PER_QUESTION} files per question (there are {len(ids)})."

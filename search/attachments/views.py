@@ -10,7 +10,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
-from search import attachments
+from search import attachments, served
 from search.attachments import IMAGES, KINDS, Refused
 from search.attachments import upload as attachment_upload
 from search.models import Attachment
@@ -71,21 +71,13 @@ def remove(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def download(request: HttpRequest, pk: int) -> FileResponse:
-    """A kept file, to its owner only: always as a download, except images pplxweb judged by
-    their bytes, which the page may show (`?inline=1`, a thumbnail)."""
+    """A kept file, to its owner only: always as a download, except an image the page shows
+    (`?inline=1`, a thumbnail) whose bytes are one (search.served)."""
     attachment = get_object_or_404(Attachment, pk=pk, user=request.user)
     path = attachments.path_of(attachment)
     if path is None:
         raise Http404("That file is no longer on this server.")
-    inline = request.GET.get("inline") == "1" and attachment.kind in IMAGES
-    content_type = KINDS[attachment.kind][1] if inline else "application/octet-stream"
-    response = FileResponse(
-        path.open("rb"), content_type=content_type, as_attachment=not inline, filename=attachment.name
-    )
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+    return served.stored_file(path, attachment.name, inline=request.GET.get("inline") == "1")
 
 
 # --- the plain form (no JavaScript) -------------------------------------------------------------

@@ -16,20 +16,13 @@ from django.utils import timezone
 
 from search import images
 from search.attachments import archive as attachment_archive
-from search.display import catalogue_models, model_label
+from search.display import catalogue_models, footnoted, model_label
+from search.markdown_links import safe_links
 from search.models import Entry, Thread
 
 FORMAT = "pplxweb-history/1"
 READ_BATCH = 200  # threads read per query while exporting
 SEND_SIZE = 256 * 1024  # the export is sent in parts of about this size
-CITATION = re.compile(r"\[(\d{1,3})\]")
-
-
-def _answer_with_footnotes(entry: Entry) -> str:
-    count = len(entry.sources)
-    return CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer
-    )
 
 
 def _demoted(report: str) -> str:
@@ -61,7 +54,7 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}*",
             "",
         ]
-        lines += [_answer_with_footnotes(entry).strip() or "*(no answer)*", ""]
+        lines += [footnoted(entry.answer, len(entry.sources)) or "*(no answer)*", ""]
         if entry.report:
             lines += ["### Research report", "", _demoted(entry.report).strip(), ""]
         if entry.error:
@@ -79,7 +72,7 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             lines.append("")
         if entry.related:
             lines += ["**Related:**", *(f"- {q}" for q in entry.related), ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return safe_links("\n".join(lines).rstrip() + "\n")  # no link but http(s)/mailto, no raw HTML
 
 
 def entry_json(entry: Entry) -> dict:
@@ -98,6 +91,7 @@ def entry_json(entry: Entry) -> dict:
         "error": entry.error,
         "backend_uuid": entry.backend_uuid,
         "origin": entry.origin,  # "perplexity": imported from the Perplexity library
+        "asked_by": entry.asked_by,  # the agent token's name when an agent asked it
         "images": [  # "file": its place in the history zip (a thread's own JSON has no files)
             {
                 "caption": str(r.get("caption") or ""),

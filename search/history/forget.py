@@ -1,6 +1,6 @@
 """Deleting conversations on Perplexity too, when someone asks for it while deleting them here.
 
-Each goes with DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7), named by its
+Each goes with DELETE /rest/thread/delete_thread_by_entry_uuid (docs/protocol.md §9.3), named by its
 first answer's id and the thread's token, and sent with the session of the account it was asked
 with: the person's own link, or the owner's shared one. Answers asked with an API key made no
 conversation on Perplexity. A conversation is deleted there only when all of it goes here.

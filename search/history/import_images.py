@@ -13,6 +13,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from pplxweb.datadir import private_file, private_folder
 from search import images
 
 NOT_IN_FILE = "This image was not in the imported file."
@@ -72,10 +73,8 @@ class Members:
             path, extension = self.by_content[digest]
             target = _link_or_copy(path, folder / f"{n}.{extension}")
         else:
-            target = folder / f"{n}.{kind[0]}"
-            folder.mkdir(parents=True, exist_ok=True)
-            target.unlink(missing_ok=True)
-            with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            target = private_folder(folder) / f"{n}.{kind[0]}"
+            with private_file(target) as out:
                 out.write(data)
             self.by_content[digest] = (target, kind[0])
         self.by_name[name] = self.by_content[digest]
@@ -92,11 +91,11 @@ class Members:
 
 
 def _link_or_copy(source: Path, target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     target.unlink(missing_ok=True)
     try:
         os.link(source, target)
     except OSError:  # a filesystem without hard links
-        shutil.copyfile(source, target)
-        os.chmod(target, 0o600)
+        with source.open("rb") as data, private_file(target) as out:
+            shutil.copyfileobj(data, out)
     return target

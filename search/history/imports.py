@@ -344,6 +344,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
         user=user,
         status="interrupted" if running else item.get("status") or "completed",
         origin="perplexity" if item.get("origin") == "perplexity" else "",
+        asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
         import_bytes=storage.text_size(fields) + listed,
         **fields,
     )

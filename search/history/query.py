@@ -42,7 +42,17 @@ MARKS = [
 
 
 # What a row shows (search/history/rows.py): loading no more is half the Python time of a page
-SHOWN = ("thread_id", "thread__title", "question", "status", "created", "origin", "model", "sources")
+SHOWN = (
+    "thread_id",
+    "thread__title",
+    "question",
+    "status",
+    "created",
+    "origin",
+    "asked_by",
+    "model",
+    "sources",
+)
 
 
 class QueryTooLong(Exception):

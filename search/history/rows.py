@@ -30,7 +30,8 @@ class Row:
     excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
     status: str
     status_label: str
-    facts: str  # "14:05 · in “Why does bread rise?” · imported from Perplexity · GPT-5.5 · 3 sources"
+    # "14:05 · in “Why does bread rise?” · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources"
+    facts: str
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
 
 
@@ -70,6 +71,7 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
                 when,
                 conversation(entry),
                 "imported from Perplexity" if entry.origin else "",
+                f"asked by {entry.asked_by}" if entry.asked_by else "",
                 model_label(entry.model, models),
                 f"{len(sources)} source{'' if len(sources) == 1 else 's'}",
             )

@@ -16,11 +16,14 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from search import attachments, images
+from pplxweb.ids import parse as parse_id
+from pplxweb.ids import parse_all as parse_ids
+from search import attachments, images, served
 from search.display import answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
+from search.markdown_links import safe_links
 from search.models import Entry, Thread, entry_for, thread_for
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
@@ -98,7 +101,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
             next_page = page + 1 if len(results) == size else None
             context.update(results=rows.search_rows(results, models), page=page, next_page=next_page)
         else:
-            before_id = _int(request.GET.get("before_id"), 0, 1, 2**62) or None
+            before_id = parse_id(Entry, request.GET.get("before_id"))
             entries = history.page(request.user, filters, before_id, size)
             next_cursor = entries[-1].pk if len(entries) == size else None
             context.update(rows=rows.page_rows(entries, models), next_cursor=next_cursor)
@@ -119,11 +122,8 @@ def suggest(request: HttpRequest) -> HttpResponse:
 def delete(request: HttpRequest) -> HttpResponse:
     """Delete one entry, a selection, or everything: GET asks to confirm, POST deletes."""
     everything = request.POST.get("all") == "1" if request.method == "POST" else request.GET.get("all") == "1"
-    ids = [
-        int(i)
-        for i in (request.POST.getlist("entry") if request.method == "POST" else request.GET.getlist("entry"))
-        if str(i).isdigit()
-    ][:1000]
+    chosen_ids = request.POST.getlist("entry") if request.method == "POST" else request.GET.getlist("entry")
+    ids = parse_ids(Entry, chosen_ids[:1000])
     entries = history.entries_for(request.user)
     chosen = entries if everything else entries.filter(pk__in=ids)
     if request.method == "GET" or request.POST.get("confirm") != "1":
@@ -180,13 +180,11 @@ def export_thread(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     name = slugify(thread.title)[:60] or f"thread-{thread.pk}"
     if kind == "md":
         response = HttpResponse(export.thread_markdown(thread), content_type="text/markdown; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}.md"'
-        return response
+        return served.download(response, f"{name}.md")
     response = JsonResponse(
         export.thread_json(thread), json_dumps_params={"ensure_ascii": False, "indent": 1}
     )
-    response["Content-Disposition"] = f'attachment; filename="{name}.json"'
-    return response
+    return served.download(response, f"{name}.json")
 
 
 @require_GET
@@ -195,8 +193,7 @@ def export_all(request: HttpRequest) -> HttpResponse:
     response = StreamingHttpResponse(
         _off_the_loop(export.history_zip(request.user)), content_type="application/zip"
     )
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-history-{date.today():%Y-%m-%d}.zip"'
-    return response
+    return served.download(response, f"pplxweb-history-{date.today():%Y-%m-%d}.zip")
 
 
 async def _off_the_loop(parts: Iterator[bytes]) -> AsyncIterator[bytes]:
@@ -242,10 +239,13 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     entry = entry_for(request.user, pk)
     if request.GET.get("citations") == "0":
         count = len(entry.sources)
-        text = CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+        text = safe_links(
+            CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
+        )
     else:
         text = answer_markdown(entry)
-    return HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+    response = HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
+    return served.download(response, f"pplxweb-answer-{entry.pk}.md")
 
 
 @require_GET
@@ -254,9 +254,8 @@ def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
     entry = entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
-    response = HttpResponse(entry.report, content_type="text/markdown; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="pplxweb-report-{entry.pk}.md"'
-    return response
+    response = HttpResponse(safe_links(entry.report), content_type="text/markdown; charset=utf-8")
+    return served.download(response, f"pplxweb-report-{entry.pk}.md")
 
 
 @require_GET
@@ -273,7 +272,6 @@ def image(request: HttpRequest, pk: int, n: int) -> FileResponse:
         )
     if path is None:
         raise Http404("No such image.")
-    response = FileResponse(path.open("rb"), content_type=images.TYPES[path.suffix[1:]])
-    response["Content-Disposition"] = f'inline; filename="pplxweb-{entry.pk}-{n}{path.suffix}"'
-    response["Cache-Control"] = "private, max-age=31536000, immutable"  # a kept image never changes
-    return response
+    # shown in the page when its bytes are an image (search.served); a kept image never changes
+    name, cache = f"pplxweb-{entry.pk}-{n}{path.suffix}", "private, max-age=31536000, immutable"
+    return served.stored_file(path, name, inline=True, cache=cache)

@@ -1,8 +1,8 @@
 """The process's keeper of library jobs: a task that starts new jobs (a view only writes the row),
 resumes those whose process stopped (a restart), and starts the daily automatic syncs.
 
-It starts with the first request or socket the process serves (`starting` wraps the ASGI app),
-and at once under `manage.py serve`. Several processes share the work: a job is claimed with one
+It starts with the server (pplxweb/asgi.py: the lifespan's startup, else the first request or
+socket the process serves). Several processes share the work: a job is claimed with one
 conditional UPDATE, so only one runs it. A view that writes a job wakes its own process's keeper
 (`wake`), so the job starts at once; what nobody announced (a stopped process's job) is found at
 the next look, every POLL seconds. An idle server does not ask its database every second.
@@ -69,14 +69,3 @@ def wake() -> None:
         if not task.done():
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 loop.call_soon_threadsafe(woken.set)
-
-
-def starting(app):
-    """The ASGI app, starting the keeper on the first connection the process serves."""
-
-    async def wrapped(scope, receive, send):
-        if scope["type"] in ("http", "websocket"):
-            ensure_started()
-        return await app(scope, receive, send)
-
-    return wrapped

@@ -24,6 +24,7 @@ from django.conf import settings
 
 from accounts.services import make_client
 from accounts.services.link import mark_auth_problem
+from pplxweb import sockets
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import (
     AuthError,
@@ -363,7 +364,8 @@ class JobRun:
             return
         self.last_progress = now
         html = await db(display.fragment)(self.user)
-        await self.layer.group_send(group(self.user.pk), {"type": "library.fragment", "html": html})
+        message = {"type": "library.fragment", "html": html}
+        await sockets.publish(self.layer.group_send, group(self.user.pk), message)
 
 
 JOBS: dict[int, asyncio.Task] = {}

@@ -31,11 +31,23 @@ TIMEZONE = re.compile(r"[\w/+-]{1,64}")
 
 
 class SearchRefused(Exception):
-    """The search was not started; `message` says why."""
+    """The search was not started; `message` says why, `retry_after` (seconds) when a limit did."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.retry_after = retry_after
+
+
+class ConversationBusy(SearchRefused):
+    """A follow-up asked while the conversation is still answering (asked with `exclusive`)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This conversation is still answering another question; ask again when it ends, "
+            "or start a new conversation.",
+            retry_after=5,
+        )
 
 
 def defaults_for(user) -> SearchDefaults:
@@ -117,13 +129,20 @@ def options_from_json(data) -> AskOptions:
 
 
 def start_search(
-    user, question: str, options: AskOptions, thread_id: int | None = None, attachments: tuple = ()
+    user,
+    question: str,
+    options: AskOptions,
+    thread_id: int | None = None,
+    attachments: tuple = (),
+    asked_by: str = "",
+    exclusive: bool = False,
 ) -> Entry:
     """Check the person's limits, then write the entry (status running) and commit it.
 
     The run itself starts after this returns (search.live.runner.launch): nothing is sent upstream
     before the entry exists, and no transaction is open while it runs. Raises SearchRefused
-    (a limit) or Http404 (not their conversation).
+    (a limit; ConversationBusy when `exclusive` and the conversation is answering already) or
+    Http404 (not their conversation). `asked_by`: the agent token's name (search/api).
     """
     # One write transaction for the checks and the rows. The rate-limit bucket is read first:
     # its row lock (SQLite: the write lock of BEGIN IMMEDIATE) makes two tabs starting at the
@@ -132,11 +151,18 @@ def start_search(
         bucket = ratelimit.Held("search", [str(user.pk)], PER_MINUTE, timedelta(minutes=1))
         verdict = bucket.verdict(str(user.pk))
         if not verdict.allowed:
-            raise SearchRefused(f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.")
+            raise SearchRefused(
+                f"That is {PER_MINUTE} searches this minute. Try again {verdict.wait_text}.",
+                retry_after=verdict.retry_after,
+            )
         running = Entry.objects.filter(user=user, status=Entry.Status.RUNNING).count()
         if running >= MAX_RUNNING:
-            raise SearchRefused(f"You have {running} searches running; wait for one to finish or stop it.")
+            raise SearchRefused(
+                f"You have {running} searches running; wait for one to finish or stop it.", retry_after=5
+            )
         thread = _conversation(user, question, thread_id)
+        if exclusive and thread_id and thread.entries.filter(status=Entry.Status.RUNNING).exists():
+            raise ConversationBusy()
         bucket.take(str(user.pk))
         bucket.save()
         entry = Entry.objects.create(
@@ -145,6 +171,7 @@ def start_search(
             question=question,
             options=options_as_json(options),
             model_asked=options.model,
+            asked_by=asked_by,
             runner=RUNNER,
             heartbeat=timezone.now(),
         )

@@ -1,6 +1,6 @@
 """What a run checks at its end: shapes of the stream pplxweb did not know, an answer that came
 out empty although the stream carried blocks, and whether a `turbo` answer really means the
-linked session is signed out (protocol.md 8.4)."""
+linked session is signed out (docs/protocol.md §6.7)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from datetime import timedelta
 
 from channels.consumer import get_handler_name
@@ -20,37 +21,31 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from pplxweb import sockets
+from pplxweb.ids import parse as parse_id
+from pplxweb.ids import parse_all as parse_ids
 from pplxweb.perplexity.research import QUESTIONS_MAX
-from search.display import entry_html, new_entry_fragment
-from search.live import liveness, runner, starts
-from search.models import Entry, entry_for, thread_for
+from pplxweb.signed_in import FollowsSignIn
+from search.display import entry_html, mark, new_entry_fragment
+from search.live import control, liveness, runner, starts
+from search.models import Entry, Thread, entry_for, thread_for
 from search.saving import clean
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024
+MAX_LIVE = 1024 * 1024  # the largest update sent as it is; a larger one says to reload instead
+MARK = re.compile(r"<!--pplxweb:seq (\d+) (\d+)(?: \w+)?-->")
+TOO_LONG_TEXT = (
+    "This answer is longer than a live update carries (1 MB); it is saved as it arrives: "
+    "reload the page to read it."
+)
 JUST_ENDED = timedelta(seconds=30)
 MAX_RECHECK = 50  # answers a reopened page may ask about at once
-SIGNED_OUT_TEXT = "You were signed out (here or in another window), so this page no longer updates."
-UNLINKED_TEXT = "Your Perplexity link was removed, so this page no longer updates; reload it to go on."
-try:  # daphne's websocket library: a send after the browser began closing raises this
-    from autobahn.exception import Disconnected as SocketClosing
-except ImportError:  # another ASGI server
-    SocketClosing = ()
 
 
 def _first_text(value) -> str:
     """The first non-blank text of a form value (a chosen option and a typed answer share a name)."""
     values = value if isinstance(value, list) else [value]
     return next((v.strip() for v in values if isinstance(v, str) and v.strip()), "")
-
-
-def _id(value) -> int | None:
-    """A row id from a message: a whole number or its digits, else None (a float, 1e400, a list)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 < value < 2**63 else None
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
-        return int(value)
-    return None
 
 
 def _as_querydict(data: dict) -> QueryDict:
@@ -65,27 +60,26 @@ def _as_querydict(data: dict) -> QueryDict:
     return query
 
 
-class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
+class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.user = user
-        self.session_key = self.scope["session"].session_key
         self.watching: set[int] = set()
         liveness.sockets += 1
         liveness.keep_watch(runner.RUNS, runner.rejoin_lost)
-        await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
+        await self.follow_sign_in(user)
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
-        if (thread_id := _id(query.get("thread"))) is not None:
-            await self.watch_thread(thread_id)
+        self.thread_id = None  # the conversation the page shows (an agent's answer there joins it)
+        if query.get("thread"):  # an id out of range is not found, like any unknown one
+            await self.watch_thread(query["thread"])
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
             liveness.sockets -= 1
-            await self.channel_layer.group_discard(sockets.group(self.user.pk), self.channel_name)
+            await self.unfollow_sign_in()
         for entry_id in getattr(self, "watching", ()):
             await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
 
@@ -101,8 +95,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
         # the session is checked again for every message (a sign-out elsewhere may have missed us)
-        if not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
+        if await self.signed_out_now():
             return
         action = data.get("action")
         if action == "stop":
@@ -111,6 +104,8 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.watch_thread(data.get("thread"))
         elif action == "recheck":
             await self.recheck(data.get("entries"))
+        elif action == "catch_up":
+            await self.catch_up(data.get("entries"))
         elif action == "clarify":
             await self.clarify(data, bool(data.get("skip")))
         else:
@@ -139,7 +134,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.error("That answer was not found.")
             return
         if entry.running:
-            await runner.stop(entry.pk)
+            await control.stop(entry.pk)
 
     async def clarify(self, data: dict, skip: bool) -> None:
         """A research run's clarifying questions answered (for question i, `answer-i`: the chosen
@@ -152,13 +147,14 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if not any(answers) and not skip:
             await self.error("Choose an option or type an answer (or skip the questions).")
             return
-        await runner.clarify(entry.pk, [] if skip else [clean(a, 2000) for a in answers])
+        await control.clarify(entry.pk, [] if skip else [clean(a, 2000) for a in answers])
 
     async def watch_thread(self, thread_id) -> None:
         entries = await database_sync_to_async(self._thread_entries)(thread_id)
         if entries is None:
             await self.error("That conversation was not found.")
             return
+        self.thread_id = parse_id(Thread, thread_id)
         for entry in entries:
             if not entry.running:  # it ended between the page's render and this socket
                 await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
@@ -166,9 +162,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
             await self.follow(entry.pk)
             # what the database has now, then the run (wherever it is) sends its full state
             await self.send(text_data=await database_sync_to_async(_replace_entry)(entry))
-            await self.channel_layer.group_send(
-                runner.control_group(entry.pk), {"type": "run.sync", "reply_to": self.channel_name}
-            )
+            await control.sync(entry.pk, self.channel_name)
 
     async def recheck(self, entry_ids) -> None:
         """A reopened page names the answers it shows running: those that ended meanwhile, however
@@ -177,9 +171,27 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
         if not isinstance(entry_ids, list):
             await self.error("pplxweb could not read that message; nothing was started.")
             return
-        ids = {i for i in map(_id, entry_ids[:MAX_RECHECK]) if i is not None}
+        ids = set(parse_ids(Entry, entry_ids[:MAX_RECHECK]))
         for html in await database_sync_to_async(self._ended)(ids):
             await self.send(text_data=html)
+
+    async def catch_up(self, entry_ids) -> None:
+        """A page missed an update of these answers (a gap in their numbers, or one quiet for a
+        while): the running ones send their whole state, the ended ones come whole from the
+        database."""
+        if not isinstance(entry_ids, list):
+            await self.error("pplxweb could not read that message; nothing was started.")
+            return
+        ids = set(parse_ids(Entry, entry_ids[:MAX_RECHECK]))
+        running = await database_sync_to_async(self._running)(ids)
+        for entry_id in sorted(running):
+            await self.follow(entry_id)
+            await control.sync(entry_id, self.channel_name)
+        await self.recheck(sorted(ids - running))
+
+    def _running(self, ids: set[int]) -> set[int]:
+        own = Entry.objects.filter(pk__in=ids, thread__user=self.user, status=Entry.Status.RUNNING)
+        return set(own.values_list("pk", flat=True))
 
     def _ended(self, ids: set[int]) -> list[str]:
         if not ids:
@@ -190,7 +202,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 
     def _thread_entries(self, thread_id) -> list[Entry] | None:
         try:
-            thread = thread_for(self.user, _id(thread_id))
+            thread = thread_for(self.user, parse_id(Thread, thread_id))
         except Http404:
             return None
         liveness.sweep_interrupted()
@@ -201,7 +213,7 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():
             try:
-                return entry_for(self.user, _id(entry_id))
+                return entry_for(self.user, parse_id(Entry, entry_id))
             except Http404:
                 return None
 
@@ -214,11 +226,13 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
 
     async def send(self, text_data=None, bytes_data=None, close=False) -> None:
         # The browser may close the socket while a fragment is on its way (a tab closed mid-answer):
-        # once its closing handshake has begun and before daphne hears of it, a send raises. There
-        # is nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
+        # once its closing handshake has begun, a send may raise (ASGI: an OSError). There is
+        # nobody left to tell; the run goes on (it belongs to the server) and saves as usual.
+        if text_data is not None and len(text_data) > MAX_LIVE:
+            text_data = _too_long(text_data)
         try:
             await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
-        except SocketClosing:
+        except OSError:  # what ASGI servers raise for a socket that is closing or closed
             log.debug("socket %s closing; a fragment was not delivered", self.channel_name)
 
     async def error(self, message: str) -> None:
@@ -240,32 +254,48 @@ class SearchConsumer(sockets.FollowsLayer, AsyncWebsocketConsumer):
     async def entry_fragment(self, event: dict) -> None:
         await self.send(text_data=event["html"])
 
-    async def person_changed(self, event: dict) -> None:
-        """The person's sign-in changed somewhere (pplxweb.sockets)."""
-        if event.get("what") == "unlinked":
-            await self.send(text_data=_closed_fragment(UNLINKED_TEXT, "accounts:settings", "Settings"))
-            await self.close(code=sockets.UNLINKED)
+    async def person_asked(self, event: dict) -> None:
+        """One of the person's agents asked in the conversation this page shows (search/api): the
+        answer joins the page and streams in like one asked here."""
+        entry_id = parse_id(Entry, event.get("entry"))
+        if entry_id is None or entry_id in self.watching or event.get("thread") != self.thread_id:
             return
-        renamed = event.get("renamed") or ()
-        if len(renamed) == 2 and renamed[0] == self.session_key:  # the same browser, a new key
-            self.session_key = renamed[1]
-        ended = event.get("ended") and event["ended"] == self.session_key
-        if ended or not await database_sync_to_async(sockets.still_signed_in)(self.session_key, self.user.pk):
-            await self.close_signed_out()
+        entry = await self._own_entry(entry_id)
+        if entry is None:
+            return
+        await self.follow(entry.pk)
+        await self.send(text_data=await database_sync_to_async(_appended_entry)(entry))
+        await control.sync(entry.pk, self.channel_name)
 
-    async def close_signed_out(self) -> None:
-        await self.send(text_data=_closed_fragment(SIGNED_OUT_TEXT, "accounts:login", "Sign in again"))
-        await self.close(code=sockets.SIGNED_OUT)
+    def closed_html(self, message: str, url_name: str, link: str) -> str:
+        """Why the socket closed, beside the search box (pplxweb.signed_in)."""
+        context = {"message": message, "url_name": url_name, "link": link}
+        return render_to_string("search/closed_fragment.html", context)
 
 
-def _closed_fragment(message: str, url_name: str, link: str) -> str:
-    context = {"message": message, "url_name": url_name, "link": link}
-    return render_to_string("search/closed_fragment.html", context)
+def _too_long(html: str) -> str:
+    """An update too large for a page to take live (a hostile or huge answer): its entry's
+    answer says to reload instead, numbered as the update was (the next ones apply to it)."""
+    found = MARK.match(html)
+    if found is None:
+        return render_to_string("search/error_fragment.html", {"message": TOO_LONG_TEXT})
+    entry_id, seq = int(found[1]), int(found[2])
+    context = {"entry_id": entry_id, "message": TOO_LONG_TEXT}
+    return mark(entry_id, seq, "full") + render_to_string("search/too_long_fragment.html", context)
+
+
+def _appended_entry(entry: Entry) -> str:
+    """A turn the page did not ask (an agent's), appended as the database has it."""
+    return mark(entry.pk, 0, "saved") + render_to_string(
+        "search/appended_entry_fragment.html", {"entry_html": entry_html(entry)}
+    )
 
 
 def _replace_entry(entry: Entry) -> str:
+    """The entry as the database has it, replacing the page's (which then waits for a whole
+    state before it takes the run's updates)."""
     html = entry_html(entry)
-    return html.replace(
+    return mark(entry.pk, 0, "saved") + html.replace(
         f'<article class="entry" id="entry-{entry.pk}"',
         f'<article class="entry" id="entry-{entry.pk}" hx-swap-oob="true"',
         1,

@@ -11,6 +11,10 @@ Each fragment is rendered from a template and replaces (or appends to) an elemen
   huge table) is re-rendered at most once a second, one over LONG_TAIL four times a second;
 - if upstream rewrites text already sent, the whole answer is sent again.
 
+Each update to the group carries a sequence number (`mark`), so a page that missed one (a
+message lost on its way) knows and asks for the whole state, which a newcomer gets too
+(`full_state`: the group's view, not the newest text, so the next update applies to it).
+
 The other parts of a running entry (status, steps, sources, related questions, meta, images) are
 re-rendered whole, each only when what it shows changed (`changed_parts`).
 """
@@ -125,9 +129,18 @@ class AnswerStream:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
         self.committed, self.tail_sent, self.tail_shown = text, "", ""
         self.blocks_sources_key = self._key(sources)
+        return self._answer(render_answer(text, sources), "")
+
+    def current(self, sources: list[Any]) -> str:
+        """The answer as the group's pages show it now (for a newcomer), changing nothing."""
+        blocks = render_answer(self.committed, sources) if self.committed else ""
+        tail = render_answer(self.tail_shown, sources, cards=False) if self.tail_shown else ""
+        return self._answer(blocks, tail)
+
+    def _answer(self, blocks: str, tail: str) -> str:
         return render_to_string(
             "search/answer_fragment.html",
-            {"entry_id": self.entry_id, "html": render_answer(text, sources), "oob": True},
+            {"entry_id": self.entry_id, "html": blocks, "tail": tail, "oob": True},
         )
 
     # The two fragments every update sends are formatted here, not by a template: a template's
@@ -227,14 +240,15 @@ def changed_parts(run, final: bool = False) -> list[str]:
 
 
 def full_state(run) -> str:
-    """Every part of the run as it is now, for a newcomer."""
+    """Every part of the run as the group's pages show it now, for a newcomer (the answer as
+    sent so far: the next update applies to it)."""
     result = _result(run)
     context = _context(run)
     parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images", "question")]
     parts.append(_sources_fragment(run.entry_id, result))
     parts.append(_files_fragment(run))
     parts.append(_report_fragment(run, result))
-    parts.append(run.answer.full(result.answer, result.sources))
+    parts.append(run.answer.current(result.sources))
     return "".join(parts)
 
 

@@ -79,7 +79,7 @@ def beat_and_sweep(alive: set[int]) -> tuple[int, list[tuple[Entry, AskRequest]]
 def claim_lost(alive: Collection[int]) -> list[tuple[Entry, AskRequest]]:
     """Entries whose run is gone but named its upstream run (a backend_uuid, on a session),
     claimed by this process (one conditional update each, so two processes never both rejoin
-    one), with the request to rejoin them with (protocol.md 8.5)."""
+    one), with the request to rejoin them with (docs/protocol.md §9.1)."""
     dead, _ = _dead(alive)  # not this process's own lost runs: their end failed here once already
     claimed = []
     rows = Entry.objects.filter(pk__in=dead, status=Entry.Status.RUNNING).exclude(backend_uuid="")

@@ -42,6 +42,7 @@ class RunState:
     drift: dict = field(default_factory=dict)  # stream shapes pplxweb did not know (drift.unknown)
     downloads: Any = field(init=False, default=None)  # images.Downloads, set by the runner
     files: tuple = ()  # the question's files (search.models.Attachment): the answer's hits mark them
+    ended: bool = False  # its outcome is saved (finish_run)
 
 
 def saved_result(entry: Entry) -> Result:
@@ -119,6 +120,8 @@ def finish_run(run: RunState, searched: tuple[Credential, dict] | None) -> bool:
         run.status, run.error = Entry.Status.FAILED, NOT_SAVED
         save_outcome_failed(Entry, run.entry_id, salvage(run))
         return False
+    finally:
+        run.ended = True
     if searched is None:
         return False
     credential, cookies = searched

@@ -1,4 +1,4 @@
-"""A research run's clarifying questions (protocol.md 8.1): the page's answers go to Perplexity.
+"""A research run's clarifying questions (docs/protocol.md §8.4): the page's answers go to Perplexity.
 
 Answers come one per question ("" for one left open); all empty skips them: Perplexity goes on by
 itself after its countdown, and no client knows a call that skips sooner. The run (runner.Run) is

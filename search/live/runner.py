@@ -2,13 +2,16 @@
 
 The run belongs to the server, not to a socket: it is an asyncio task in the process that
 started it, and every browser watching the entry (any tab, any process with Redis) gets its
-fragments through the channel group `entry-<id>`. The run listens on a control group
-`run-<id>` for "stop" and for "sync" (a newcomer asks for the full current state).
+fragments through the channel group `entry-<id>`, each update numbered (a page that misses one
+asks for the whole state). The run listens on a control group `run-<id>` for "stop", "clarify"
+and "sync" (a newcomer, or a page that missed an update, asks for the whole current state).
+A channel layer that fails (Redis away) never stops a run: it goes on and saves its answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -21,11 +24,12 @@ from channels.layers import get_channel_layer
 from accounts.fields import UNREADABLE, DecryptionError
 from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
-from pplxweb import collector
+from pplxweb import collector, sockets
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
 from search import images
+from search.display import mark
 from search.live import asking, fragments, liveness, outcome, questions, terminate
 from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
@@ -52,6 +56,10 @@ def control_group(entry_id: int) -> str:
     return f"run-{entry_id}"
 
 
+def fragment(html: str) -> dict:
+    return {"type": "entry.fragment", "html": html}
+
+
 @dataclass
 class Run(RunState):
     """A run as it streams (what is saved of it: outcome.RunState)."""
@@ -61,6 +69,7 @@ class Run(RunState):
     finishing: bool = False
     sent: dict[str, Any] = field(init=False)  # what each fragment last showed
     stats: dict[str, int] = field(default_factory=lambda: {"updates": 0, "bytes": 0})
+    seq: int = 0  # the number of the last update sent to the group (0: the new entry)
     models: dict = field(default_factory=dict)  # the catalogue, for model names
     _extracted: Any = None
     _shown: Any = None  # the snapshot the last update showed (a progress save also extracts)
@@ -78,6 +87,7 @@ class Run(RunState):
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
     report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    _updated: asyncio.Event | None = None  # set by the next update (updated())
 
     @property
     def asked(self) -> str:
@@ -93,10 +103,13 @@ class Run(RunState):
         self.layer = get_channel_layer()
 
     async def send(self, html: str) -> None:
+        """The next numbered update to every page watching the entry."""
         if html:
+            self.seq += 1
+            html = mark(self.entry_id, self.seq) + html
             self.stats["updates"] += 1
             self.stats["bytes"] += len(html.encode())
-            await self.layer.group_send(group(self.entry_id), {"type": "entry.fragment", "html": html})
+            await sockets.publish(self.layer.group_send, group(self.entry_id), fragment(html))
 
     def _flush_due(self) -> float:
         return max(self._last_update + UPDATE_EVERY, self._last_event + QUIET)
@@ -139,12 +152,22 @@ class Run(RunState):
             if not final:
                 self._refresh_result()
                 self._shown = self.snapshot
-            if self._syncs:  # newcomers get the whole state first, then the deltas everyone gets
-                state = fragments.full_state(self)
-                for channel in self._syncs:
-                    await self.layer.send(channel, {"type": "entry.fragment", "html": state})
-                self._syncs.clear()
+            if self._syncs:  # newcomers get the whole state first, then the updates everyone gets
+                state = mark(self.entry_id, self.seq, "full") + fragments.full_state(self)
+                syncs, self._syncs = self._syncs, []
+                for channel in syncs:
+                    await sockets.publish(self.layer.send, channel, fragment(state))
             await self.send("".join(fragments.changed_parts(self, final=final)))
+        if self._updated is not None:  # in-process followers (updated())
+            self._updated, event = None, self._updated
+            event.set()
+
+    async def updated(self) -> None:
+        """Wait for the next update, or the end: for search/api, which follows answers in-process."""
+        if not (self.ended or self.main.done()):
+            self._updated = self._updated or asyncio.Event()
+            waiter = asyncio.ensure_future(self._updated.wait())
+            await asyncio.wait([waiter, self.main], return_when="FIRST_COMPLETED")
 
     def cancel(self, stop: bool) -> None:
         """End the run and keep what arrived: as stopped (stop) or as interrupted (the server is
@@ -162,21 +185,26 @@ class Run(RunState):
     async def listen(self, channel: str) -> None:
         while True:
             message = await self.layer.receive(channel)
-            if message.get("type") == "run.end":
-                return
             if message.get("type") == "run.stop":
                 self.cancel(stop=True)
             elif message.get("type") == "run.clarify":
                 questions.answer(self, [str(a) for a in message.get("answers") or []])
             elif message.get("type") == "run.sync" and message.get("reply_to"):
-                self._syncs.append(message["reply_to"])
-                if self.status != Entry.Status.RUNNING or self.result is None:
-                    await self.update()
+                self.sync(message["reply_to"])
+
+    def sync(self, reply_to: str) -> None:
+        """Send the whole current state to the channel `reply_to`, at once (with an update)."""
+        self._syncs.append(reply_to)
+        self.update_soon()
 
     async def execute(self) -> None:
-        channel = await self.layer.new_channel()
-        await self.layer.group_add(control_group(self.entry_id), channel)
-        listener = asyncio.create_task(self.listen(channel))
+        channel = listener = None
+        try:
+            channel = await self.layer.new_channel()
+            await self.layer.group_add(control_group(self.entry_id), channel)
+            listener = asyncio.create_task(self.listen(channel))
+        except sockets.LAYER_FAULTS as error:  # Redis away: the run goes on, stopped here only
+            log.warning("entry %s runs without its control channel (%s)", self.entry_id, error)
         try:
             await self.stream()
             try:
@@ -187,14 +215,17 @@ class Run(RunState):
             RUNS.pop(self.entry_id, None)
             if not RUNS:  # the last answer ended: collect garbage while nothing arrives
                 collector.when_idle(lambda: bool(RUNS))
+            if listener is not None:
+                await self._stop_listening(channel, listener)
+
+    async def _stop_listening(self, channel: str, listener: asyncio.Task) -> None:
+        """Leave the control group; the listener ends (cancelled: the pub/sub layer then drops
+        its channel)."""
+        with contextlib.suppress(*sockets.LAYER_FAULTS):
             await self.layer.group_discard(control_group(self.entry_id), channel)
-            # End the listener with a message rather than cancelling it (channels-redis's core
-            # layer lost other consumers' messages when a receive() was cancelled mid-read).
-            await self.layer.send(channel, {"type": "run.end"})
-            try:
-                await asyncio.wait_for(listener, 5)
-            except (TimeoutError, asyncio.CancelledError):
-                listener.cancel()
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError, *sockets.LAYER_FAULTS):
+            await listener
 
     async def stream(self) -> None:
         last_save = self.started  # the entry was written as running a moment ago
@@ -248,7 +279,7 @@ class Run(RunState):
                 if self.snapshot is not self._shown and not self.answer.shows(ended.answer):
                     await self.update()
                 self.drift = note_drift(self.entry_id, stream.snapshot)
-                if ended.downgraded:  # a suspicion only: the session itself says (protocol.md 8.4)
+                if ended.downgraded:  # a suspicion only: the session itself says (docs/protocol.md §6.7)
                     ended = replace(ended, downgraded=await signed_out(client, credential))
                     if ended.downgraded:
                         await database_sync_to_async(mark_auth_problem)(
@@ -343,7 +374,7 @@ def launch(
     rejoin: bool = False,
 ) -> Run:
     """Start the run for a saved entry as a task of this process's event loop; `rejoin`: the
-    entry's run was lost (a restart) and goes on from Perplexity's side (protocol.md 8.5)."""
+    entry's run was lost (a restart) and goes on from Perplexity's side (docs/protocol.md §9.1)."""
     run = Run(
         entry.pk,
         user,
@@ -374,30 +405,10 @@ def rejoin_lost(entry: Entry, request: AskRequest) -> Run:
     return launch(entry, entry.user, request, rejoin=True)
 
 
-async def clarify(entry_id: int, answers: list[str]) -> None:
-    """Answer (or, with no answers, skip) a running answer's clarifying questions, wherever it runs."""
-    run = RUNS.get(entry_id)
-    if run is not None:
-        questions.answer(run, answers)
-    else:
-        await get_channel_layer().group_send(
-            control_group(entry_id), {"type": "run.clarify", "answers": answers}
-        )
-
-
 def _ended(task: asyncio.Task) -> None:
     """A run whose end itself failed (its row is swept by search.live.liveness): said in the log."""
     if not task.cancelled() and task.exception() is not None:
         log.error("search run %s ended with an error", task.get_name(), exc_info=task.exception())
-
-
-async def stop(entry_id: int) -> None:
-    """Stop a running answer wherever it runs: here directly, else through its control group."""
-    run = RUNS.get(entry_id)
-    if run is not None:
-        run.cancel(stop=True)
-    else:
-        await get_channel_layer().group_send(control_group(entry_id), {"type": "run.stop"})
 
 
 async def shutdown() -> None:

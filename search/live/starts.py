@@ -1,7 +1,7 @@
-"""A search start from a socket: the question checked with the same form as the HTTP path, the
-person's credential and defaults read, the entry written (search.live.asking.start_search). Each
-socket prepares its own start on the database thread; a failure refuses that ask alone, with a
-sentence, and starts nothing."""
+"""A search start from a socket or an agent (search/api): the question checked with the same form
+as the HTTP path, the person's credential and defaults read, the entry written
+(search.live.asking.start_search). Each caller prepares its own start on the database thread; a
+failure refuses that ask alone, with a sentence, and starts nothing."""
 
 from __future__ import annotations
 
@@ -24,49 +24,67 @@ NOT_STARTED = "pplxweb could not start this search (an error on the server, logg
 REMOVED = "Your pplxweb account was removed, so nothing was started."
 
 
+class NotStarted(Exception):
+    """Nothing was started: `message` says why; `kind` is "invalid", "limit", "busy",
+    "credential", "not_found", "removed" or "server"; `retry_after` in seconds for a limit."""
+
+    def __init__(self, message: str, kind: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.kind, self.retry_after = message, kind, retry_after
+
+
 def prepare(user, data: QueryDict):
     """A sentence saying why nothing was started, or (entry, upstream request, what launch()
     needs preloaded). Runs on the database thread."""
     try:
-        return _prepare(user, data)
+        return start(user, data)
+    except NotStarted as exc:
+        return exc.message
+
+
+def start(user, data: QueryDict, asked_by: str = "", exclusive: bool = False):
+    """prepare(), raising NotStarted instead of returning its sentence (`asked_by`, `exclusive`:
+    see asking.start_search)."""
+    try:
+        return _prepare(user, data, asked_by, exclusive)
+    except NotStarted:
+        raise
     except Exception:
         log.exception("search by user %s not started", getattr(user, "pk", None))
-        return NOT_STARTED
+        raise NotStarted(NOT_STARTED, "server") from None
 
 
-def _prepare(user, data: QueryDict):
+def _prepare(user, data: QueryDict, asked_by: str, exclusive: bool):
     current = catalogue()  # for the form's model choices and the run's model names
     form = SearchForm(data, catalogue=current)
     if not form.is_valid():
-        return " ".join(str(e) for errors in form.errors.values() for e in errors)
+        raise NotStarted(" ".join(str(e) for errors in form.errors.values() for e in errors), "invalid")
     try:  # someone whose stored sign-in does not open starts nothing (no row)
         preloaded = asking.preload(user, catalogue_models(current))
     except DecryptionError as exc:
         log.error("search by user %s not started: %s", user.pk, exc)
-        return f"{UNREADABLE} Nothing was started."
+        raise NotStarted(f"{UNREADABLE} Nothing was started.", "server") from None
     try:
-        entry = _start(user, data, form, preloaded)
+        entry = _start(user, data, form, preloaded, asked_by, exclusive)
     except IntegrityError:
         # Someone was removed, or a thread deleted, between the checks and the commit: the
         # transaction rolled back whole (no row, no token), and this time the checks see it.
-        entry = _start(user, data, form, preloaded)
-    if isinstance(entry, str):
-        return entry
+        entry = _start(user, data, form, preloaded, asked_by, exclusive)
     return _launchable(entry, form, preloaded)
 
 
-def _start(user, data: QueryDict, form: SearchForm, preloaded: dict | None) -> Entry | str:
-    """The entry written, or a sentence: removed from the household (their open socket stays:
-    no row may be written), no credential at all, files not ready, a limit, not their thread."""
+def _start(user, data: QueryDict, form: SearchForm, preloaded: dict | None, asked_by: str, exclusive: bool):
+    """The entry written, or NotStarted: removed from the household (their open socket stays: no
+    row may be written), no credential at all, files not ready, a limit, not their thread."""
     defaults = asking.defaults_of_member(user)
     if defaults is None:
-        return REMOVED
+        raise NotStarted(REMOVED, "removed")
     if not preloaded:
-        return NoCredential.message
+        raise NotStarted(NoCredential.message, "credential")
     try:
         files = attachment_views.ready(user, data)
     except Refused as exc:
-        return f"{exc.message} Nothing was asked."
+        raise NotStarted(f"{exc.message} Nothing was asked.", "invalid") from None
     try:
         return asking.start_search(
             user,
@@ -74,11 +92,15 @@ def _start(user, data: QueryDict, form: SearchForm, preloaded: dict | None) -> E
             form.options(defaults),
             form.cleaned_data.get("thread"),
             tuple(files),
+            asked_by=asked_by,
+            exclusive=exclusive,
         )
+    except asking.ConversationBusy as exc:
+        raise NotStarted(exc.message, "busy", exc.retry_after) from None
     except asking.SearchRefused as exc:
-        return exc.message
+        raise NotStarted(exc.message, "limit", exc.retry_after) from None
     except Http404:
-        return "That conversation was not found."
+        raise NotStarted("That conversation was not found.", "not_found") from None
 
 
 def _launchable(entry, form: SearchForm, preloaded: dict):
@@ -89,5 +111,5 @@ def _launchable(entry, form: SearchForm, preloaded: dict):
     except Exception:
         log.exception("entry %s: the upstream request could not be built", entry.pk)
         Entry.objects.filter(pk=entry.pk).update(status=Entry.Status.FAILED, error=NOT_STARTED)
-        return NOT_STARTED
+        raise NotStarted(NOT_STARTED, "server") from None
     return (entry, request, preloaded)

@@ -1,5 +1,5 @@
 """Stop stops Perplexity too: after a stopped run's read is cancelled, the terminate call
-(protocol.md 8.5) tells Perplexity to stop working (and counting) on its side.
+(docs/protocol.md §9.2) tells Perplexity to stop working (and counting) on its side.
 
 Sent in the background, so the stop and its save never wait for it; bounded at TIMEOUT, and a
 failure is only logged: the answer is stopped here whatever Perplexity says.

@@ -14,13 +14,14 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.fields import DecryptionError
 from accounts.models import PerplexityAccount
 from accounts.services.credentials import NoCredential, credentials_for_many
+from pplxweb.ids import parse as parse_id
 from search import attachments
 from search.attachments import upload as attachment_upload
 from search.attachments import views as attachment_views
 from search.display import entry_context
 from search.forms import SearchForm
 from search.library import carry
-from search.live import asking, liveness, runner
+from search.live import asking, control, liveness, runner
 from search.models import Entry, LibraryThread, Thread, entry_for, thread_for
 
 RECENT = 8  # conversations listed under the box on the search page
@@ -58,10 +59,9 @@ def home(request: HttpRequest) -> HttpResponse:
     made the navigation (see _asked_by_the_person), so a link from another site cannot spend
     anybody's searches: it fills the box and waits for Enter."""
     question = request.GET.get("q", "")[:8000]
-    again = request.GET.get("again", "")
-    if again.isdigit() and len(again) < 19:
+    if request.GET.get("again"):
         # "Edit and ask again": an earlier question with its options, to change before asking
-        entry = entry_for(request.user, int(again))
+        entry = entry_for(request.user, parse_id(Entry, request.GET["again"]))  # none: 404
         try:  # its files come along (the same stored files, never copies), to keep or remove
             attached = [attachment_views.describe(a) for a in attachments.again(request.user, entry)]
         except attachments.Refused as exc:
@@ -76,10 +76,9 @@ def home(request: HttpRequest) -> HttpResponse:
                 "attached": attached,
             },
         )
-    carried = request.GET.get("carry", "")
-    if carried.isdigit() and len(carried) < 19:
+    if request.GET.get("carry"):
         # a follow-up Perplexity refused (search/library/carry.py): the earlier turn in a new question
-        entry = entry_for(request.user, int(carried))
+        entry = entry_for(request.user, parse_id(Entry, request.GET["carry"]))  # none: 404
         question = carry.question_with_context(entry)
         return render(
             request, "search/home.html", {"form": _form(request.user, question, options=entry.options)}
@@ -171,8 +170,8 @@ def _start(user, form: SearchForm, files: list = (), problems: list = ()):
 def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> HttpResponse:
     """The same page again with the errors beside the box (status 200, as htmx wants), and the
     files that were fine still attached."""
-    thread_id = str(form.data.get("thread", ""))
-    thread = Thread.objects.filter(pk=thread_id, user=user).first() if thread_id.isdigit() else None
+    thread_id = parse_id(Thread, form.data.get("thread"))
+    thread = Thread.objects.filter(pk=thread_id, user=user).first() if thread_id is not None else None
     kept = [attachment_views.describe(a) for a in files]
     if thread is None:
         return render(request, "search/home.html", {"form": form, "attached": kept})
@@ -236,7 +235,7 @@ async def stop(request: HttpRequest, pk: int) -> HttpResponse:
     except Http404:
         raise
     if entry.running:
-        await runner.stop(entry.pk)
+        await control.stop(entry.pk)
         messages.info(request, "Stopping; what arrived so far is kept.")
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 

@@ -1,5 +1,5 @@
-"""Entry.report (a Deep Research run's report, protocol.md 8.1), Entry.context_uuid (for terminate,
-8.5) and Entry.drift (stream shapes pplxweb did not know); the report joins full-text search.
+"""Entry.report (a Deep Research run's report, docs/protocol.md §8.1), Entry.context_uuid (for terminate,
+§9.2) and Entry.drift (stream shapes pplxweb did not know); the report joins full-text search.
 
 On SQLite the columns are added in place (a rebuild would drop the full-text triggers, see 0005),
 and the FTS5 table's answer column indexes the answer and the report together. On PostgreSQL the

@@ -1,4 +1,4 @@
-"""Answers saved with the old downgrade warning lose it (protocol.md 8.4).
+"""Answers saved with the old downgrade warning lose it (docs/protocol.md §6.7).
 
 Before, `turbo` answering any other model marked the answer "the linked session may have
 expired", without asking Perplexity; signed-in quick-mode answers come from `turbo` too, so

@@ -69,7 +69,8 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.e2e.conftest import ROOT, control, free_port, stop, wait_for  # noqa: E402
+from tests.benchmarks.servers import SERVERS, command  # noqa: E402
+from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
 EVENTS, PACE = 300, 0.02
@@ -198,34 +199,71 @@ def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
     return out
 
 
+def tree(pid: int) -> list[int]:
+    """The server's processes: granian's main process and its worker."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(int(child) for child in children)]
+
+
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User and system time of the server's processes (their threads included)."""
+    total = 0
+    for proc in tree(pid):
+        fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def memory_mb(pid: int, row: str) -> float:
-    """VmRSS (now) or VmHWM (peak) of a process, in MB."""
-    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(row))
-    return int(line.split()[1]) / 1024
+    """VmRSS (now) or VmHWM (each process's peak) of the server's processes together, in MB."""
+    total = 0
+    for proc in tree(pid):
+        status = Path(f"/proc/{proc}/status").read_text().splitlines()
+        total += int(next(line for line in status if line.startswith(row)).split()[1])
+    return total / 1024
 
 
 def serve_fake(env: dict, log: Path, port: int) -> subprocess.Popen:
-    """daphne serving the fake Perplexity on loopback, over TLS with the benchmark's certificate."""
-    endpoint = f"ssl:{port}:privateKey={KEY}:certKey={CERT}:interface=127.0.0.1"
-    return started(
-        [sys.executable, "-m", "daphne", "-e", endpoint, "tests.fake_perplexity.app:application"],
-        env,
-        log,
-        port,
-    )
+    """The fake Perplexity on loopback, over TLS with the benchmark's certificate."""
+    proc, _ = start("tests.fake_perplexity.app:application", env, log, port, tls=(CERT, KEY))
+    return proc
 
 
-def serve_pplxweb(env: dict, log: Path) -> tuple[subprocess.Popen, int]:
+def serve_pplxweb(env: dict, log: Path, server: str = "granian") -> tuple[subprocess.Popen, int]:
     """pplxweb as people start it: `manage.py serve`, which prepares, then becomes the server
-    (pplxweb/server.py, the same process)."""
+    (pplxweb/server.py, the same process); or, to compare, under another ASGI server with its
+    own options (tests/benchmarks/front_door.py `command`)."""
     port = free_port()
     env = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
-    return started([sys.executable, "manage.py", "serve"], env, log, port), port
+    if server == "granian":
+        return started([sys.executable, "manage.py", "serve"], env, log, port), port
+
+    return started(command(server, port), env, log, port), port
+
+
+def floor_memory(fake: str, notes: list[str], pinned: bool, server_name: str = "granian") -> float:
+    """The idle memory of the floor: the same server command line serving the same libraries
+    with no pplxweb code (tests/benchmarks/floor.py), after a page and a request to the fake
+    Perplexity through curl_cffi."""
+    import urllib.parse
+    import urllib.request
+
+    port = free_port()
+    env = {**os.environ, "FLOOR_DATA_DIR": str(DATA / "floor")}
+    (DATA / "floor").mkdir(exist_ok=True)
+    proc = started(command(server_name, port, app="tests.benchmarks.floor:application"), env,
+                   DATA / "floor.log", port)  # fmt: skip
+    try:
+        if pinned:
+            pin(proc.pid, notes)
+        base = f"http://127.0.0.1:{port}"
+        for path in ("/", f"/upstream?url={urllib.parse.quote(fake + '/_requests')}"):
+            with urllib.request.urlopen(base + path, timeout=30) as response:  # noqa: S310 - loopback
+                response.read()
+        time.sleep(1.5)
+        return memory_mb(proc.pid, "VmRSS")
+    finally:
+        stop(proc)
 
 
 def started(command: list[str], env: dict, log: Path, port: int) -> subprocess.Popen:
@@ -258,7 +296,9 @@ def pin(pid: int, notes: list[str]) -> bool:
         )
         return False
     try:
-        os.sched_setaffinity(pid, {SERVER_CPU})
+        for proc in tree(pid):  # every thread of each process (the affinity is per thread)
+            for task in Path(f"/proc/{proc}/task").iterdir():
+                os.sched_setaffinity(int(task.name), {SERVER_CPU})
     except OSError as exc:
         notes.append(
             f"--one-core: pinning the server to CPU {SERVER_CPU} was refused ({exc}); measured unpinned."
@@ -273,7 +313,8 @@ def profile(pid: int) -> subprocess.Popen | None:
     if not out:
         return None
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "-o", out]
+    worker = tree(pid)[-1]
+    command = [spy, "record", "--pid", str(worker), "--format", "raw", "--rate", "250", "-o", out]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=(DATA / "py-spy.log").open("w"))
     time.sleep(1)
     return proc
@@ -353,6 +394,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--one-core", action="store_true", help=f"pin the server to CPU {SERVER_CPU}")
     parser.add_argument("--fake-port", type=int, metavar="P", help="serve the fake Perplexity on this port")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--server",
+        choices=SERVERS,
+        default="granian",
+        help="the ASGI server (granian: as manage.py serve starts it; the others, to compare)",
+    )
     args = parser.parse_args(argv)
     if args.crowd < 1:
         parser.error("--crowd takes a number of people, at least 1")
@@ -370,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     fake_proc = serve_fake({**os.environ}, DATA / "fake.log", port)
     fake = f"https://127.0.0.1:{port}"
     env = {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake, "PPLXWEB_IMPERSONATE": impersonate}
-    server_proc, server_port = serve_pplxweb(env, DATA / "server.log")
+    server_proc, server_port = serve_pplxweb(env, DATA / "server.log", args.server)
     server = f"http://127.0.0.1:{server_port}"
     pinned = pin(server_proc.pid, notes) if args.one_core else False
     try:
@@ -379,6 +426,7 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(through_pplxweb(server, cookies[0], "cold"))
         time.sleep(1.5)  # the idle collection after the last answer (pplxweb/collector.py)
         idle = memory_mb(server_proc.pid, "VmRSS")
+        idle_floor = floor_memory(fake, notes, pinned, args.server)
         pairs, cpus, bare_cpus = [], [], []
         for round_ in range(ROUNDS):
             bare_before = time.process_time()  # this process runs the bare client alone here
@@ -401,6 +449,7 @@ def main(argv: list[str] | None = None) -> None:
 
         saved = Entry.objects.filter(question__startswith="crowd", status="completed").count()
         result = {
+            "server": args.server,
             "transport": "httpx (plain)" if impersonate == "off" else f"curl_cffi ({impersonate})",
             "server pinned to one CPU": pinned,
             "crowd": args.crowd,
@@ -428,12 +477,14 @@ def main(argv: list[str] | None = None) -> None:
                 "asked": args.crowd * CROWDS,
             },
             "idle RSS MB": idle,
+            "floor idle RSS MB": idle_floor,
             "peak RSS MB": memory_mb(server_proc.pid, "VmHWM"),
             "notes": notes,
         }
     finally:
         stop(server_proc)
         stop(fake_proc)
+    result["targets"] = {name: verdict for name, _, _, _, verdict in targets(result)}
     if args.json:
         print(json.dumps(result))
         return
@@ -478,10 +529,35 @@ def report(result: dict) -> None:
             f"{many['errors']}; {many['saved completed']} / {many['asked']}",
         ),
         ("server RSS MB: idle / peak", f"{result['idle RSS MB']:.0f} / {result['peak RSS MB']:.0f}"),
+        ("", ""),
+        ("targets (figure; its floor; the target):", ""),
+        *[
+            (f"  {name}", f"{verdict}: {figure}; {floor}; {target}")
+            for name, figure, floor, target, verdict in targets(result)
+        ],
     ]
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+
+
+def targets(result: dict) -> list[tuple[str, str, str, str, str]]:
+    """Each target beside its floor: (what, figure, floor, target, met or missed)."""
+    one, many, n = result["one"], result["crowd figures"], result["crowd"]
+    bare, cpu = one["bare client CPU s per answer"], one["server CPU s per answer"]
+    idle, floor = result["idle RSS MB"], result["floor idle RSS MB"]
+    rows = [
+        ("added latency per update p95, alone", one["added latency per update p95"], "0 (the bare client)", 10.0, "ms"),
+        (f"added latency per update p95, {n} at once", many["added latency per update p95"],
+         f"0 ({n} bare clients)", 50.0, "ms"),
+        ("server CPU per answer, alone", cpu, f"{bare:.3f} s (the bare client)", 2 * bare, "s"),
+        ("idle RSS", idle, f"{floor:.1f} MB (the server, the libraries, no pplxweb)", floor + 15, "MB"),
+    ]  # fmt: skip
+    return [
+        (name, f"{figure:.3f} {unit}" if unit == "s" else f"{figure:.1f} {unit}", floor_text,
+         f"<= {limit:.3f} {unit}" if unit == "s" else f"<= {limit:.1f} {unit}", "met" if figure <= limit else "MISSED")
+        for name, figure, floor_text, limit, unit in rows
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -46,29 +46,43 @@ def wait_for(proc: subprocess.Popen, port: int, log: Path) -> None:
     raise RuntimeError(f"server did not start:\n{log.read_text()[-3000:]}")
 
 
-def start(app: str, env: dict, log: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
-    """daphne serving `app` on `port` (a free one by default), once it accepts connections."""
+def start(
+    app: str, env: dict, log: Path, port: int = 0, tls: tuple[Path, Path] | None = None
+) -> tuple[subprocess.Popen, int]:
+    """granian serving the ASGI app `app` (the fake Perplexity) on `port` (a free one by
+    default; over TLS with `tls`: certificate and key), once it accepts connections."""
     port = port or free_port()
-    handle = log.open("w")
+    command = [sys.executable, "-m", "granian", "--interface", "asginl", "--host", "127.0.0.1",
+               "--port", str(port), "--http", "1", "--no-ws", "--log-level", "warning"]  # fmt: skip
+    if tls:
+        command += ["--ssl-certificate", str(tls[0]), "--ssl-keyfile", str(tls[1])]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
-        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [*command, app], cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
     wait_for(proc, port, log)
     return proc, port
 
 
-def start_pplxweb(env: dict, log: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
-    """pplxweb's server as `manage.py serve` becomes it (pplxweb/server.py: -OO, its own
-    bytecode) on `port` (a free one by default), once it accepts connections."""
+def start_pplxweb(env: dict, log: Path, port: int = 0, **options) -> tuple[subprocess.Popen, int]:
+    """pplxweb's server as `manage.py serve` becomes it (pplxweb/server.py; `options`: those of
+    server.command) on `port` (a free one by default), once it accepts connections."""
     from pplxweb import server
 
     port = port or free_port()
-    environ = {**env, "PPLXWEB_BIND": f"127.0.0.1:{port}"}
-    argv, env = server.prepare(Path(env.get("PPLXWEB_DATA_DIR") or ROOT / "data"), environ)
+    argv = server.command("127.0.0.1", port, **options)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     wait_for(proc, port, log)
     return proc, port
+
+
+def worker_pid(proc: subprocess.Popen) -> int:
+    """The pid of the server's worker process (granian's main process supervises it)."""
+    for _ in range(100):
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise RuntimeError("the server has no worker process")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -114,7 +128,7 @@ def server_env(fake_perplexity: str, **extra: str) -> dict:
     """The environment of a pplxweb server on the test database and data dir, against the fake."""
     from django.conf import settings
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
            "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity,
            "PPLXWEB_IMPERSONATE": "chrome", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
            "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2", "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "6",

@@ -347,6 +347,7 @@ async def test_a_report_and_a_cut_short_answer(page, pplxweb_server):
     await expect(page.locator(".report-body")).to_be_hidden()
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 @pytest.mark.parametrize("page", [DESKTOP, PHONE], indirect=True, ids=["desktop", "phone"])
 async def test_the_history_page(page, pplxweb_server):
     """History as a household's: the header on one line, entries in the first screen (the filters

@@ -1,5 +1,6 @@
-"""The public API path through the real server: a person with only an API key searches; the fake
-records a bearer and no session cookie; its faults end in their status and sentence."""
+"""The public API path (Perplexity's Agent API) through the real server: a person with only an
+API key searches; the fake records a bearer and no session cookie; its faults end in their status
+and sentence."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # the web path's outcomes hold on the API path too (its own 401 is checked below)
 FAULTS = [f for f in WEB_FAULTS if f[0] in ("429", "500", "stall", "no_completed")] + [
-    # the API has no rejoin (protocol.md 8.5 is the web app's): a dropped answer stays cut short
+    # the API has no rejoin (docs/protocol.md §9.1 is the web app's): a dropped answer stays cut short
     ("reset_mid_stream", "truncated", "The connection to Perplexity dropped mid-answer."),
 ]
 
@@ -46,11 +47,11 @@ async def test_a_search_with_an_api_key_and_its_faults(pplxweb_server, fake_perp
         assert "It lies on the Seine." in page and "Paris - Wikipedia" in page
         entry = await Entry.objects.filter(question="capital of France by API").aget()
         assert entry.status == "completed" and entry.credential == "api_key"
-        asks = [r for r in seen(fake_perplexity) if r["path"] == "/chat/completions"]
+        asks = [r for r in seen(fake_perplexity) if r["path"] == "/v1/agent"]
         assert len(asks) == 1
         assert asks[0]["headers"]["authorization"] == f"Bearer {API_KEY}"
         assert "cookie" not in asks[0]["headers"]
-        assert json.loads(asks[0]["body"])["model"].startswith("sonar")
+        assert json.loads(asks[0]["body"])["tool_choice"] == "required"  # the Agent API, search forced
         for fault, status, sentence in FAULTS:
             control(fake_perplexity, ask={"fault": fault, "pace": 0.01})
             await ws.send(json.dumps({"q": f"api fault {fault}"}))

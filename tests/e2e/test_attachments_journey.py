@@ -155,6 +155,7 @@ async def test_a_refused_file_says_why_and_the_question_waits(page, pplxweb_serv
     assert page.console_errors == [] or all("400" in e for e in page.console_errors)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_without_javascript_the_plain_form_takes_the_files(pplxweb_server, fake_perplexity):
     from playwright.async_api import async_playwright
 

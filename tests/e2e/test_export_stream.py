@@ -44,6 +44,7 @@ def someone_with_a_long_history(count: int = 300) -> str:
     return f"pplxweb_sessionid={client.cookies['pplxweb_sessionid'].value}"
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_history_download_cut_short_leaves_the_server_well(pplxweb_server, server_log):
     headers = {"Cookie": await someone_with_a_long_history()}
     url = f"{pplxweb_server}/history/export.zip"

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 FAULTS = [
     ("reset_before_status", "failed", "pplxweb could not reach Perplexity."),
-    ("reset_mid_stream", "completed", ""),  # rejoined (protocol.md 8.5): the run went on upstream
+    ("reset_mid_stream", "completed", ""),  # rejoined (docs/protocol.md §9.1): the run went on upstream
     (
         "reset_mid_stream+gone",
         "truncated",
@@ -39,7 +39,7 @@ FAULTS = [
     ("stall", "failed", "Perplexity sent nothing for 2 s; what arrived is kept."),
     ("endless", "failed", "Perplexity took too long to finish this answer; what arrived is kept."),
     ("no_completed", "truncated", "The answer stopped before Perplexity finished it."),
-    # not faults of the connection: what a 200 can carry instead of an answer (protocol.md 8.3)
+    # not faults of the connection: what a 200 can carry instead of an answer (docs/protocol.md §5.4)
     (
         "stream:error_frame",
         "failed",

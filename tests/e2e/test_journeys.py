@@ -66,6 +66,7 @@ async def sign_out_and_in(page, base: str, username: str) -> None:
 PHONE = {"width": 390, "height": 844}
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 @pytest.mark.parametrize("page", [None, PHONE], indirect=True, ids=["desktop", "phone"])
 async def test_the_whole_journey(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
@@ -190,7 +191,7 @@ async def test_on_a_phone_with_an_authenticator(page, pplxweb_server, fake_perpl
 
 
 async def test_every_way_perplexity_hands_over_the_session_links(page, pplxweb_server, fake_perplexity):
-    """signin-otp's deliveries (protocol.md 1.1-1.2): a Set-Cookie only, NextAuth's chunked
+    """signin-otp's deliveries (docs/protocol.md §3.1, §3.2): a Set-Cookie only, NextAuth's chunked
     cookie, a redirect to the session endpoint, an authenticator step answered by a redirect;
     each links from the Settings page and the next search uses the session."""
     from pplxweb.perplexity.cookies import session_token

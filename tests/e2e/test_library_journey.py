@@ -57,6 +57,7 @@ THREADS = [
 ]
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_import_search_and_follow_up(page, pplxweb_server, fake_perplexity):
     person = await linked("libby")
     library(fake_perplexity, threads=THREADS, faults={})

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from search.models import Entry, LibraryJob
-from tests.e2e.conftest import start_pplxweb, stop
+from tests.e2e.conftest import server_env, start_pplxweb, stop, worker_pid
 from tests.e2e.test_library_journey import library, linked
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,22 +25,21 @@ async def wait_for(check, timeout: float = 60) -> None:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_an_import_resumes_after_the_server_dies(fake_perplexity, tmp_path):
-    from django.conf import settings
 
     person = await linked("restarter")
     library(fake_perplexity, generate={"threads": 15, "turns": 2}, faults={})
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
-           "PPLXWEB_IMPERSONATE": "off", "PPLXWEB_LIBRARY_PACE": "0.3", "PPLXWEB_DATA_DIR": str(settings.DATA_DIR),
-           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env = server_env(fake_perplexity, PPLXWEB_IMPERSONATE="off", PPLXWEB_LIBRARY_PACE="0.3")
     first, port = start_pplxweb(env, tmp_path / "first.log")
     try:
-        # the job is this process's (its keeper takes it; any other server sees a live runner)
-        job = await LibraryJob.objects.acreate(user=person, runner=f"{socket.gethostname()}:{first.pid}")
+        # the job is this server's (its keeper takes it; any other server sees a live runner)
+        worker = worker_pid(first)
+        job = await LibraryJob.objects.acreate(user=person, runner=f"{socket.gethostname()}:{worker}")
         urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10).read()
         await wait_for(lambda: LibraryJob.objects.get(pk=job.pk).fetched >= 4)
-        first.send_signal(signal.SIGKILL)  # a crash: no chance to save anything more
+        for pid in (worker, first.pid):  # a crash: no chance to save anything more
+            os.kill(pid, signal.SIGKILL)
         first.wait(10)
     finally:
         stop(first)

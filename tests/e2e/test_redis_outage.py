@@ -9,14 +9,13 @@ reopens its socket by itself, rejoins the answer and shows it completed, whole. 
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from playwright.async_api import expect
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start_pplxweb, stop
+from tests.e2e.conftest import control, server_env, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner, sign_in
 from tests.e2e.test_two_processes import session_cookie
 from tests.redis_server import redis_server  # noqa: F401  (a fixture)
@@ -28,13 +27,8 @@ LOST_TEXT = "lost its connection to Redis"
 @pytest.fixture
 def redis_pplxweb(redis_server, fake_perplexity, tmp_path):  # noqa: F811
     """pplxweb under daphne on the test database, with the test's own Redis."""
-    from django.conf import settings
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
-           "PPLXWEB_PERPLEXITY_API_URL": fake_perplexity, "PPLXWEB_IMPERSONATE": "chrome",
-           "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "REDIS_URL": redis_server.url,
-           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env = server_env(fake_perplexity, REDIS_URL=redis_server.url, PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT="60")
     log = tmp_path / "server.log"
     proc, port = start_pplxweb(env, log)
     yield f"http://127.0.0.1:{port}", redis_server, log
@@ -53,6 +47,7 @@ async def streaming(page, base: str, fake: str, question: str, parts: int):
     return entry
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_redis_stopped_mid_answer_the_page_says_so_reopens_and_shows_the_whole_answer(
     page, redis_pplxweb, fake_perplexity
 ):

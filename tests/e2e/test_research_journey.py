@@ -1,4 +1,4 @@
-"""A Deep Research run in Chromium (protocol.md 8.1): Perplexity asks a clarifying question,
+"""A Deep Research run in Chromium (docs/protocol.md §8.4): Perplexity asks a clarifying question,
 which is answered in the page; the report is shown while it grows and on the saved page, goes
 into the Markdown export, and history search finds words that are only in the report."""
 
@@ -19,6 +19,7 @@ from tests.fake_perplexity import streams_2026 as s26
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_server, fake_perplexity):
     base = pplxweb_server
     await first_run(page, base, "researcher")

@@ -1,19 +1,18 @@
 """A server killed mid-answer (SIGKILL: nothing saved at the end) and started again: the new
-process rejoins the run Perplexity kept working on (protocol.md 8.5) and the answer ends
+process rejoins the run Perplexity kept working on (docs/protocol.md §9.1) and the answer ends
 completed and whole."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import urllib.request
 
 import pytest
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start_pplxweb, stop
+from tests.e2e.conftest import control, server_env, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner
 from tests.e2e.test_two_processes import receive_until, session_cookie
 
@@ -21,24 +20,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PARTS = [f"Part {i} of the answer. " for i in range(60)]
 
 
-def server_env(fake: str) -> dict:
-    from django.conf import settings
-
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake,
-           "PPLXWEB_PERPLEXITY_API_URL": fake, "PPLXWEB_IMPERSONATE": "chrome",
-           "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "PPLXWEB_PERPLEXITY_READ_TIMEOUT": "2",
-           "PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT": "8",
-           "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    return env
+def env_of(fake: str) -> dict:
+    return server_env(fake, PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT="8")
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
     pplxweb_server, fake_perplexity, tmp_path
 ):
     owner = await linked_owner()
     cookie = await session_cookie(owner)
-    first, port = start_pplxweb(server_env(fake_perplexity), tmp_path / "first.log")
+    first, port = start_pplxweb(env_of(fake_perplexity), tmp_path / "first.log")
     control(fake_perplexity, ask={"answer": PARTS, "pace": 0.05})  # 3 s of answer
     try:
         base = f"http://127.0.0.1:{port}"
@@ -54,7 +46,7 @@ async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
             first.kill()
     entry = await Entry.objects.aget(question="killed mid-answer")
     assert entry.status == "running" and entry.backend_uuid.startswith("fake-run-")
-    second, port = start_pplxweb(server_env(fake_perplexity), tmp_path / "second.log")
+    second, port = start_pplxweb(env_of(fake_perplexity), tmp_path / "second.log")
     try:
         await asyncio.to_thread(
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10).read()

@@ -39,6 +39,7 @@ async def sign_in(page, base: str) -> None:
     await expect(page.locator("#id_q")).to_be_visible()
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_question_streams_into_the_page(page, pplxweb_server, fake_perplexity):
     await linked_owner()
     answer = [f"Sentence {i} about Paris [1]. " + ("\n\n" if i % 4 == 3 else "") for i in range(24)]

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from websockets.asyncio.client import connect
 
 from search.models import Entry
-from tests.e2e.conftest import control, start_pplxweb, stop
+from tests.e2e.conftest import control, server_env, start_pplxweb, stop
 from tests.e2e.test_search_journey import linked_owner
 
 pytestmark = [
@@ -39,14 +39,13 @@ async def receive_until(ws, needle: str, timeout: float = 15) -> str:
     return seen
 
 
+@pytest.mark.journey  # also on PostgreSQL + Redis (tests/run.sh)
 async def test_a_second_process_follows_a_run_of_the_first(pplxweb_server, fake_perplexity, tmp_path):
-    from django.conf import settings
 
     owner = await linked_owner()
     cookie = await session_cookie(owner)
     control(fake_perplexity, ask={"answer": [f"part{i} " for i in range(60)], "pace": 0.03})
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "pplxweb.settings", "PPLXWEB_PERPLEXITY_URL": fake_perplexity,
-           "PPLXWEB_DATA_DIR": str(settings.DATA_DIR), "PPLXWEB_DATABASE_NAME": str(settings.DATABASES["default"]["NAME"])}  # fmt: skip
+    env = server_env(fake_perplexity, PPLXWEB_PERPLEXITY_ANSWER_TIMEOUT="60")
     second, port = start_pplxweb(env, tmp_path / "second.log")
     try:
         first_url = pplxweb_server.replace("http://", "ws://") + "/ws/search/"

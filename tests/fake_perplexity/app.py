@@ -1,4 +1,4 @@
-"""A local stand-in for Perplexity that speaks its web protocol (shared/protocol.md).
+"""A local stand-in for Perplexity that speaks its web protocol (docs/protocol.md).
 
 A plain ASGI app, served by daphne on a loopback port in tests (tests/e2e/conftest.py) and by
 hand for development:
@@ -6,7 +6,7 @@ hand for development:
     .venv/bin/python -m daphne -b 127.0.0.1 -p 8765 tests.fake_perplexity.app:application
 
 It serves both hosts pplxweb talks to: the web app (sign-in, session, models, the ask stream)
-and the public API's `/chat/completions` (point `PPLXWEB_PERPLEXITY_API_URL` at it too);
+and the public API's Agent API, `/v1/agent` (point `PPLXWEB_PERPLEXITY_API_URL` at it too);
 what it streams is built in streams.py.
 The session token it accepts is TOKEN, the API key API_KEY, the e-mailed code CODE and the
 authenticator code TOTP_CODE. Tests steer it with `POST /_control` (JSON) and read what pplxweb
@@ -27,15 +27,17 @@ sent with `GET /_requests`:
   `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
   rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
+  A follow-up into a thread that is gone (`thread_gone`, `gone_as`, `gone`) is refused in the forms
+  gone.py describes (docs/protocol.md §12.4).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
 - `{"terminate": {"fault": F} | {"hang": seconds}}`: how `POST /rest/sse/perplexity_terminate`
-  (Stop, protocol.md 8.5) answers; it is recorded like every call (`GET /_requests`).
+  (Stop, docs/protocol.md §9.2) answers; it is recorded like every call (`GET /_requests`).
 - `{"delete": {"fault": F}}`: how a conversation's deletion is refused (F a status fault); without
   it each entry_uuid is deleted once (listed in `GET /_requests`' DELETE bodies), then 404.
 
-File uploads (protocol.md 2.8) are served by uploads.py (steered with `{"uploads": {...}}`).
+File uploads (docs/protocol.md §10) are served by uploads.py (steered with `{"uploads": {...}}`).
 
 Generated images in a replayed fixture point at Perplexity's image host; the fake points them
 at its own `/_media/...`, which answers with a small PNG (png()), so they can be downloaded.
@@ -53,11 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import library, streams_2026, uploads
+from tests.fake_perplexity import gone, library, streams_2026, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
-    api_chunks,
+    agent_events,
     end_frame,
     events,
     fixture_events,
@@ -394,9 +396,15 @@ async def ask(send, request: Request) -> None:
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=False)
         return
+    refused = gone.answer(plan, request.json())  # a follow-up into a thread that is gone
+    if refused is not None and refused.payload is not None:
+        await respond(send, refused.status, refused.payload)
+        return
     model = request.json().get("params", {}).get("model_preference", "pplx_pro")
     attachments = uploads.record_ask(request.json())
-    if plan.get("fixture"):
+    if refused is not None and refused.frames is not None:
+        stream = refused.frames
+    elif plan.get("fixture"):
         here = f"http://{request.headers.get('host', 'localhost')}/_media/"
         stream = json.loads(json.dumps(fixture_events(plan["fixture"])).replace(IMAGE_HOST, here))
         if fault in OPEN_ENDED:
@@ -412,6 +420,8 @@ async def ask(send, request: Request) -> None:
         stream = events(answer, model=plan.get("model", model), complete=complete)
         uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
+    if refused is not None and refused.rethread:
+        gone.new_thread(stream)
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)
     frames = [frame(e, framing) for e in stream]
     await replay(
@@ -421,7 +431,7 @@ async def ask(send, request: Request) -> None:
 
 def remember_run(stream: list[dict], pace: float) -> None:
     """A built answer goes on "on Perplexity's side" whatever happens to the connection that
-    asked it (protocol.md 8.5): it gets its own backend_uuid, and a rejoin sends it as far as its
+    asked it (docs/protocol.md §9.1): it gets its own backend_uuid, and a rejoin sends it as far as its
     schedule has come."""
     runs = state.setdefault("runs", {})
     uuid = f"fake-run-{len(runs) + 1}"
@@ -489,7 +499,7 @@ def modern_stream(plan: dict) -> list[dict]:
 
 
 async def clarifying_answers(send, request: Request) -> None:
-    """A research run's clarifying question answered (protocol.md 8.1): the held stream goes on."""
+    """A research run's clarifying question answered (docs/protocol.md §8.4): the held stream goes on."""
     body = request.json().get("result") or {}
     if not signed_in(request):
         await respond(send, 401, {"error": "unauthorized"})
@@ -502,25 +512,43 @@ async def clarifying_answers(send, request: Request) -> None:
     await respond(send, 200, {"status": "ok"})
 
 
-async def chat_completions(send, request: Request) -> None:
-    """The public API path: `Authorization: Bearer <key>`, OpenAI-style chunks, `[DONE]`."""
+AGENT_PRESETS = ("fast", "low", "medium", "high", "xhigh", "wide-research")
+
+
+async def agent(send, request: Request) -> None:
+    """The public API path, the Agent API (`POST /v1/agent`, alias `/v1/responses`; docs/protocol.md):
+    `Authorization: Bearer <key>`, a preset or a provider/model, Responses-shaped events. Search
+    happens when `web_search` is offered (the fake searches whenever it is: a real model may skip
+    it unless `tool_choice` is "required")."""
     plan = dict(state.get("ask") or {})
     fault = plan.get("fault", "")
     if request.headers.get("authorization") != f"Bearer {API_KEY}":
-        error = {"message": "Invalid API key", "type": "authentication_error", "code": 401}
+        error = {"message": "Invalid API key.", "type": "forbidden", "code": 401}
         await respond(send, 401, {"error": error})
         return
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=True)
         return
     body = request.json()
-    if body.get("model") not in ("sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-research"):
-        message = f"Invalid model '{body.get('model')}'. Permitted models: sonar, sonar-pro, ..."
-        await respond(send, 400, {"error": {"message": message, "type": "invalid_model", "code": 400}})
+    preset, model = body.get("preset"), body.get("model")
+    refusal = (
+        "input is required" if not body.get("input")
+        else f"Unknown preset {preset!r}." if preset is not None and preset not in AGENT_PRESETS
+        else "Either preset or model is required." if not (preset or model)
+        else "Unknown tool type." if any(not isinstance(t, dict) or t.get("type") not in ("web_search", "fetch_url", "function") for t in body.get("tools") or [])
+        else ""
+    )  # fmt: skip
+    if refusal:
+        await respond(send, 400, {"error": {"message": refusal, "type": "invalid_request", "code": 400}})
         return
-    chunks = api_chunks(plan.get("answer") or DEFAULT_ANSWER, body["model"], complete=fault not in OPEN_ENDED)
-    frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
-    await replay(send, frames, b"data: [DONE]\n\n", plan, request.record)
+    searched = any(t.get("type") == "web_search" for t in body.get("tools") or [])
+    question = body["input"] if isinstance(body["input"], str) else json.dumps(body["input"])
+    events = agent_events(
+        plan.get("answer") or DEFAULT_ANSWER, question, model or "perplexity/sonar",
+        complete=fault not in OPEN_ENDED, searched=searched,
+    )  # fmt: skip
+    frames = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+    await replay(send, frames, b"", plan, request.record)
 
 
 IMAGE_HOST = "https://user-gen-media-assets.s3.amazonaws.com/"
@@ -543,7 +571,7 @@ def png(width: int = 4, height: int = 4, rgb: tuple[int, int, int] = (30, 90, 22
 
 
 async def delete_thread(send, request: Request) -> None:
-    """DELETE /rest/thread/delete_thread_by_entry_uuid (protocol.md 2.7): each entry_uuid once."""
+    """DELETE /rest/thread/delete_thread_by_entry_uuid (docs/protocol.md §9.3): each entry_uuid once."""
     fault = (state.get("delete") or {}).get("fault", "")
     body = request.json()
     if not signed_in(request):
@@ -560,7 +588,7 @@ async def delete_thread(send, request: Request) -> None:
 
 
 async def terminate(send, request: Request) -> None:
-    """POST /rest/sse/perplexity_terminate (protocol.md 8.5): Stop on Perplexity's side."""
+    """POST /rest/sse/perplexity_terminate (docs/protocol.md §9.2): Stop on Perplexity's side."""
     plan = state.get("terminate") or {}
     if plan.get("hang"):
         await asyncio.sleep(plan["hang"])
@@ -595,6 +623,7 @@ ROUTES = {
     ("POST", "/rest/sse/handle_perplexity_research_clarifying_answers"): clarifying_answers,
     ("DELETE", "/rest/thread/delete_thread_by_entry_uuid"): delete_thread,
     ("POST", "/rest/sse/perplexity_terminate"): terminate,
-    ("POST", "/chat/completions"): chat_completions,
+    ("POST", "/v1/agent"): agent,
+    ("POST", "/v1/responses"): agent,
 }
 ROUTES.update(uploads.routes(state, respond=respond, refuse=refuse, signed_in=signed_in))

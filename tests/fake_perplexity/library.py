@@ -1,4 +1,4 @@
-"""The fake's Perplexity library (shared/library.md): `list_ask_threads` with offset paging, thread
+"""The fake's Perplexity library (docs/protocol.md §11): `list_ask_threads` with offset paging, thread
 detail paged by `next_cursor` (offset ignored, as upstream), expiring report links with a
 fresh-link endpoint, the refusals (ENTRY_DELETED, ENTRY_EXPIRED, VIEW_THREAD_NOT_ALLOWED), a 429
 with Retry-After, and `[]` for a listing without the account headers.
@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from tests.fake_perplexity import gone
 
 BASE_TIME = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
 SHAPES = ("blocks", "text", "structured", "none", "nosources")
@@ -241,10 +243,8 @@ def thread_detail(request, signed_in, slug: str) -> tuple[int, Any, list]:
     thread = next((t for t in lib["threads"] if t["slug"] == slug), None)
     if thread is None:
         return 404, {"detail": "Not Found"}, []
-    if thread["gone"] == "VIEW_THREAD_NOT_ALLOWED":
-        return 403, {"detail": {"error_code": "VIEW_THREAD_NOT_ALLOWED"}}, []
     if thread["gone"]:
-        return 400, {"error": thread["gone"], "message": "This entry is gone"}, []
+        return *gone.refusal(thread["gone"]), []
     limit = max(1, min(int(request.query.get("limit") or 10), 100))
     start = int(request.query.get("cursor", "c0")[1:] or 0)  # offset is ignored, as upstream
     if lib["faults"].get("stuck_cursor"):  # a cursor that never moves on
@@ -313,7 +313,7 @@ def control(request) -> tuple[int, Any, list]:
 
 def followup_refusal(request) -> tuple[int, Any, list] | None:
     """A follow-up in a thread that is gone here (named by its token or one of its turns) is
-    refused as Perplexity does: 400 and the code."""
+    refused as the thread's detail is (gone.refusal; docs/protocol.md §12.4)."""
     try:
         params = json.loads(request.body or b"{}").get("params") or {}
     except (ValueError, AttributeError):
@@ -323,7 +323,7 @@ def followup_refusal(request) -> tuple[int, Any, list] | None:
     last, token = params["last_backend_uuid"], params.get("read_write_token")
     for thread in lib["threads"]:
         if thread["gone"] and (token == thread["token"] or any(t["uuid"] == last for t in thread["turns"])):
-            return 400, {"error": thread["gone"], "message": "This entry is gone"}, []
+            return *gone.refusal(thread["gone"]), []
     return None
 
 

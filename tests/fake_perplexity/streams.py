@@ -1,9 +1,10 @@
 """What the fake Perplexity sends: built answer streams, the fixtures, both framings, and the
-public API's chunks (the HTTP side is app.py)."""
+Agent API's events (the HTTP side is app.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "perplexity" / "fixtures"
@@ -48,7 +49,7 @@ def events(answer: list[str], model: str = "pplx_pro", complete: bool = True) ->
                 ],
             }
         )
-    # The PENDING `final` "trap" event carries the last diff (protocol.md 3.2; the ASK1 capture's
+    # The PENDING `final` "trap" event carries the last diff (docs/protocol.md §5.2; the ASK1 capture's
     # carries the whole answer), and says the text is complete.
     if answer:
         out[-1].update(final=True, text_completed=True)
@@ -84,27 +85,63 @@ def end_frame(framing: str = "crlf") -> bytes:
     return b"data: [DONE]\n\n" if framing == "lf" else b"event: end_of_stream\r\ndata: {}\r\n\r\n"
 
 
-def api_chunks(answer: list[str], model: str, complete: bool) -> list[dict]:
-    """The public API's streamed chat completion (protocol.md section 5)."""
-    results = [
-        {"title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2026-01-01",
-         "snippet": "Paris is the capital of France."},
-        {"title": "Paris population", "url": "https://example.org/paris", "date": None, "snippet": "About 2.1 million."},
+AGENT_RESULTS = [
+    {"id": 1, "title": "Paris - Wikipedia", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2026-01-01",
+     "last_updated": "2026-11-02", "snippet": "Paris is the capital of France.", "source": "web"},
+    {"id": 2, "title": "Paris population", "url": "https://example.org/paris", "date": None,
+     "snippet": "About 2.1 million.", "source": "web"},
+]  # fmt: skip
+
+
+def agent_events(answer: list[str], question: str, model: str, complete: bool, searched: bool) -> list[dict]:
+    """The Agent API's streamed response (docs/protocol.md: OpenAI Responses' event names, one JSON
+    object per `data:` line, no [DONE]; sources as a `search_results` output item)."""
+    response = {"id": "resp_fake1", "object": "response", "created_at": 1767225600, "model": model,
+                "status": "in_progress", "output": []}  # fmt: skip
+    events: list[dict] = [
+        {"type": "response.created", "response": response},
+        {"type": "response.in_progress", "response": response},
+    ]
+    results = AGENT_RESULTS if searched else []
+    if searched:
+        events += [
+            {"type": "response.reasoning.started", "thought": "Searching the web"},
+            {"type": "response.reasoning.search_queries", "queries": [question[:100]]},
+            {"type": "response.reasoning.search_results", "results": results},
+            {"type": "response.reasoning.stopped"},
+        ]
+    message = {
+        "type": "message",
+        "id": "msg_fake1",
+        "status": "in_progress",
+        "role": "assistant",
+        "content": [],
+    }
+    events.append({"type": "response.output_item.added", "output_index": 1, "item": message})
+    events += [  # a delta per word or so, as a model streams tokens
+        {"type": "response.output_text.delta", "item_id": "msg_fake1", "output_index": 1, "content_index": 0,
+         "delta": word}
+        for part in answer for word in re.findall(r"\S+\s*|\s+", part)
     ]  # fmt: skip
-    citations = [r["url"] for r in results]
-
-    def chunk(content: str = "", finish: str | None = None, **extra) -> dict:
-        return {"id": "fake-api-1", "model": model, "created": 1767225600, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "finish_reason": finish, "delta": {"role": "assistant", "content": content}}],
-                **extra}  # fmt: skip
-
-    out = [chunk(part, citations=citations, search_results=results) for part in answer]
     if complete:
-        usage = {
-            "prompt_tokens": 9,
-            "completion_tokens": 40,
-            "total_tokens": 49,
-            "search_context_size": "low",
+        text = "".join(answer)
+        done = {
+            **message,
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
-        out.append(chunk("", "stop", citations=citations, search_results=results, usage=usage))
-    return out
+        output = (
+            [{"type": "search_results", "queries": [question[:100]], "results": results}] if searched else []
+        )
+        usage = {"input_tokens": 9, "output_tokens": 40, "total_tokens": 49,
+                 "cost": {"currency": "USD", "input_cost": 0.0, "output_cost": 0.0, "total_cost": 0.005}}  # fmt: skip
+        events += [
+            {"type": "response.output_text.done", "item_id": "msg_fake1", "output_index": 1, "content_index": 0,
+             "text": text},
+            {"type": "response.output_item.done", "output_index": 1, "item": done},
+            {"type": "response.completed",
+             "response": {**response, "status": "completed", "output": [*output, done], "usage": usage}},
+        ]  # fmt: skip
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+    return events

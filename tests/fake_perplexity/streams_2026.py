@@ -1,6 +1,6 @@
-"""The late-2026 streams the fake sends (protocol.md section 8), built after real captures.
+"""The late-2026 streams the fake sends (docs/protocol.md §6.3, §7.5, §8), built after real captures.
 
-- `research_events`: a Deep Research run (8.1). Its shapes follow ak2k/pplx-agent-tools'
+- `research_events`: a Deep Research run (§8.1). Its shapes follow ak2k/pplx-agent-tools'
   capture `tests/fixtures/ask-diff/p1-A.events.jsonl` (2026-09-24): the `workflow_root` block
   carries an "Insights" step long before `ask_text` starts; the report lives in a
   `unified_assets` block whose `research_report.source_content` grows by whole-string
@@ -9,9 +9,9 @@
   whose asset carries the whole report, and names `structured_answer_block_usages`
   `["answer_assets_preview", "workflow_root", "ask_text_0_markdown"]`.
 - `thinking_events`: a thinking model whose terminal `answer` renumbers a citation and is
-  shorter than the streamed chunks, with the final source list in the terminal frame (8.2),
-  and `related_query_items` with an UPSELL item whose junk also sits in `related_queries` (8.3).
-- `ERROR_FRAME`: the bare error frame (8.3).
+  shorter than the streamed chunks, with the final source list in the terminal frame (§7.5),
+  and `related_query_items` with an UPSELL item whose junk also sits in `related_queries` (§6.5).
+- `ERROR_FRAME`: the bare error frame (§5.4).
 - `turbo_events`: quick mode for a signed-in account: `turbo` asked and answered, with the tier.
 """
 
@@ -208,7 +208,7 @@ def thinking_events(model: str = "claude48opusthinking") -> list[dict]:
 
 
 def turbo_events(answer: list[str]) -> list[dict]:
-    """Quick mode for a signed-in Pro account: `turbo` asked and `turbo` answered (8.4)."""
+    """Quick mode for a signed-in Pro account: `turbo` asked and `turbo` answered (docs/protocol.md §6.7)."""
     from tests.fake_perplexity.streams import events
 
     out = events(answer, model="turbo")

@@ -1,4 +1,4 @@
-"""The fake's file uploads (protocol.md 2.8), mounted by app.py:
+"""The fake's file uploads (docs/protocol.md §10), mounted by app.py:
 
 - `POST /rest/uploads/batch_create_upload_urls` (and the older single-file
   `/rest/uploads/create_upload_url`): a storage form for each file, pointing at the fake's own

@@ -98,18 +98,19 @@ async def test_fixtures_replayed_in_either_framing(fixture, status, answer, fram
     assert (result.status, result.answer) == (status, answer)
 
 
-async def test_the_api_path_streams_a_chat_completion_with_its_sources():
-    options = AskOptions(model="sonar-pro")
-    result = await ask(AskRequest("capital of France?", options), api_key=fake.API_KEY)
+async def test_the_api_path_streams_the_agent_api_with_its_sources():
+    result = await ask(AskRequest("capital of France?", AskOptions(mode="pro")), api_key=fake.API_KEY)
     assert result.status == "completed"
     assert result.answer == "".join(fake.DEFAULT_ANSWER)
     assert [s.title for s in result.sources] == ["Paris - Wikipedia", "Paris population"]
+    assert result.model == "perplexity/sonar"
     sent = fake.state["requests"][-1]
-    assert sent["path"] == "/chat/completions"
+    assert sent["path"] == "/v1/agent"
     assert sent["headers"]["authorization"] == f"Bearer {fake.API_KEY}"
     assert "cookie" not in sent["headers"]
     body = json.loads(sent["body"])
-    assert body["stream"] is True and body["messages"][-1]["content"] == "capital of France?"
+    assert body["stream"] is True and body["input"] == "capital of France?" and body["preset"] == "low"
+    assert body["tool_choice"] == "required" and body["tools"][0]["type"] == "web_search"
 
 
 @pytest.mark.parametrize(
@@ -124,10 +125,10 @@ async def test_the_api_path_streams_a_chat_completion_with_its_sources():
 async def test_the_api_path_faults(key, fault, error):
     fake.state["ask"] = {"fault": fault, "pace": 0}
     with pytest.raises(error):
-        await ask(AskRequest("q", AskOptions(model="sonar")), api_key=key)
+        await ask(AskRequest("q"), api_key=key)
 
 
 async def test_the_api_path_without_a_finish_is_truncated():
     fake.state["ask"] = {"fault": "no_completed", "pace": 0}
-    result = await ask(AskRequest("q", AskOptions(model="sonar")), api_key=fake.API_KEY)
+    result = await ask(AskRequest("q"), api_key=fake.API_KEY)
     assert result.status == "truncated" and result.answer.startswith("Paris is the")

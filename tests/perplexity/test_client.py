@@ -1,4 +1,4 @@
-"""The client against respx routes shaped like protocol.md: sign-in, session, models, ask, faults."""
+"""The client against respx routes shaped like docs/protocol.md: sign-in, session, models, ask, faults."""
 
 from __future__ import annotations
 
@@ -605,42 +605,74 @@ async def test_cancelling_the_task_closes_the_upstream_response(mock):
     assert upstream.closed
 
 
-def api_chunks() -> bytes:
-    chunks = [
-        {"id": "1", "model": "sonar-pro", "choices": [{"delta": {"content": "Paris is "}}]},
-        {"id": "1", "model": "sonar-pro", "choices": [{"delta": {"content": "the capital [1]."}}],
-         "search_results": [{"title": "Paris", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2025-01-01", "snippet": "Capital"}]},
-        {"id": "1", "model": "sonar-pro", "choices": [{"delta": {}, "finish_reason": "stop"}],
-         "citations": ["https://en.wikipedia.org/wiki/Paris"], "related_questions": ["Population of Paris?"]},
+def agent_stream() -> bytes:
+    """An Agent API stream as docs/protocol.md §13.4 describes it: typed events, one per data line, no [DONE]."""
+    response = {"id": "resp_1", "object": "response", "model": "openai/gpt-5.6-sol", "status": "in_progress"}
+    result = {"id": 1, "title": "Paris", "url": "https://en.wikipedia.org/wiki/Paris", "date": "2025-01-01",
+              "snippet": "Capital"}  # fmt: skip
+    events = [
+        {"type": "response.created", "response": response},
+        {"type": "response.reasoning.search_results", "results": [result]},
+        {"type": "response.something_new", "detail": "ignored"},
+        {"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "content_index": 0, "delta": "Paris is "},
+        {"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "content_index": 0, "delta": "the capital [1]."},
+        {"type": "response.completed", "response": {**response, "status": "completed",
+         "output": [{"type": "search_results", "results": [result]}]}},
     ]  # fmt: skip
-    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    return b"".join(
+        f"data: {json.dumps({**e, 'sequence_number': n})}\n\n".encode() for n, e in enumerate(events)
+    )
 
 
-async def test_api_key_path_streams_chat_completions():
+async def test_api_key_path_streams_the_agent_api_with_search_forced():
     with respx.mock(base_url=API) as api:
-        route = api.post("/chat/completions").respond(content=api_chunks(), headers=SSE)
+        route = api.post("/v1/agent").respond(content=agent_stream(), headers=SSE)
         async with client(cookies={"__Secure-next-auth.session-token": TOKEN}) as c:
-            stream = c.ask_api(
-                AskRequest("capital of France?", AskOptions(recency="month")), "pplx-KEY123456789"
-            )
+            options = AskOptions(mode="auto", recency="month", exclude_domains=("example.com",))
+            stream = c.ask_api(AskRequest("capital of France?", options), "pplx-KEY123456789")
             await collect(stream)
     sent = route.calls.last.request
     assert sent.headers["authorization"] == "Bearer pplx-KEY123456789"
     assert "cookie" not in sent.headers  # the session never goes to the API host
     body = json.loads(sent.content)
-    assert body["stream"] is True and body["search_recency_filter"] == "month"
+    assert body["stream"] is True and body["preset"] == "fast" and body["input"] == "capital of France?"
+    assert body["tool_choice"] == "required"  # grounded: the model may not skip the search
+    assert body["tools"] == [{"type": "web_search", "filters": {
+        "search_recency_filter": "month", "search_domain_filter": ["-example.com"], "search_language_filter": ["en"]}}]  # fmt: skip
     result = extract(stream.snapshot, ended=stream.ended)
     assert result.status == "completed"
     assert result.answer == "Paris is the capital [1]."
     assert [s.url for s in result.sources] == ["https://en.wikipedia.org/wiki/Paris"]
     assert result.sources[0].title == "Paris"
-    assert result.related == ["Population of Paris?"]
-    assert result.model == "sonar-pro"
+    assert result.model == "openai/gpt-5.6-sol"
+
+
+def test_each_mode_asks_its_preset_and_no_sources_offers_no_search():
+    from pplxweb.perplexity.request import agent_body
+
+    assert [agent_body(AskRequest("q", AskOptions(mode=m)))["preset"] for m in ("auto", "pro", "research")] == [
+        "fast", "low", "high"]  # fmt: skip
+    assert agent_body(AskRequest("q", AskOptions(model="pplx_alpha")))["preset"] == "high"
+    writing = agent_body(AskRequest("q", AskOptions(sources=())))
+    assert "tools" not in writing and "tool_choice" not in writing
+
+
+async def test_api_key_failure_inside_the_stream_is_a_failed_answer():
+    failed = b'data: {"type": "response.failed", "sequence_number": 0, "error": {"message": "Model overloaded"}}\n\n'
+    with respx.mock(base_url=API) as api:
+        api.post("/v1/agent").respond(content=failed, headers=SSE)
+        async with client() as c:
+            stream = c.ask_api(AskRequest("q"), "pplx-KEY123456789")
+            await collect(stream)
+    result = extract(stream.snapshot, ended=stream.ended)
+    assert result.status == "failed" and "Model overloaded" in result.error
 
 
 async def test_api_key_refused():
     with respx.mock(base_url=API) as api:
-        api.post("/chat/completions").respond(401, json={"error": {"message": "Invalid API key"}})
+        api.post("/v1/agent").respond(
+            401, json={"error": {"message": "Invalid API key", "type": "forbidden", "code": 401}}
+        )
         async with client() as c:
             with pytest.raises(AuthError):
                 await collect(c.ask_api(AskRequest("q"), "pplx-bad"))

@@ -1,4 +1,4 @@
-"""Extraction (protocol.md 3.6-3.12): every fixture's result, statuses, sources, steps, models."""
+"""Extraction (docs/protocol.md §5.4, §6): every fixture's result, statuses, sources, steps, models."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Extraction of the late-2026 streams (protocol.md section 8): Deep Research reports, the
+"""Extraction of the late-2026 streams (docs/protocol.md §6, §8): Deep Research reports, the
 terminal answer winning, frames that are not answers, the downgrade signal."""
 
 from __future__ import annotations

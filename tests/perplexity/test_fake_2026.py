@@ -1,4 +1,4 @@
-"""The fake speaks the late-2026 streams (protocol.md 8), read through pplxweb's own client
+"""The fake speaks the late-2026 streams (docs/protocol.md §6.3, §8), read through pplxweb's own client
 in-process: a Deep Research run with a clarifying question answered, a thinking model, quick
 mode's turbo, the bare error frame and the empty stream; and which block carries the answer
 in each mode the fake serves."""

@@ -1,17 +1,18 @@
 """Searches keep their connection to Perplexity: one curl session per account, reused, never
-shared between accounts. Against the fake on a real loopback socket (daphne), so the fake can
-tell connections apart by the client's port."""
+shared between accounts; a transfer nobody reads any more is let go at once. Against the fake on
+a real loopback socket (daphne), so the fake can tell connections apart by the client's port, or
+against a raw server that sees the client go away. Nothing here is timed: each test waits for
+what it expects (HANG_GUARD only ends a test that would otherwise hang)."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import logging
 import os
-import socket
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import curl_cffi
 import httpx
 import pytest
 
@@ -22,6 +23,8 @@ from pplxweb.perplexity.extract import extract
 from pplxweb.perplexity.request import AskRequest
 from tests.e2e.conftest import control, seen, start, stop
 from tests.fake_perplexity.app import TOKEN
+
+HANG_GUARD = 30  # seconds
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +43,6 @@ async def ask(base: str, account: str, question: str) -> str:
         async with stream:
             async for _ in stream:
                 pass
-    assert no_transfers_counted()
     return extract(stream.snapshot, ended=stream.ended).status
 
 
@@ -48,10 +50,10 @@ def kept_session(account: str) -> transport._Kept:
     return transport._kept[asyncio.get_running_loop()][("chrome", account)]
 
 
-def no_transfers_counted() -> bool:
-    """Every request ended is counted out again, whichever way it ended (see _Kept.paced)."""
-    sessions = transport._kept.get(asyncio.get_running_loop(), {}).values()
-    return all(kept.users or (kept.streams, kept.others) == (0, 0) for kept in sessions)
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(HANG_GUARD):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 async def test_one_accounts_searches_reuse_a_connection_and_another_account_gets_its_own(fake):
@@ -72,26 +74,29 @@ def peer_of(fake: str, question: str) -> tuple:
 
 def curl_timers() -> int:
     """curl_cffi's safety timers running here: one per open session, waking the loop every 100 ms."""
-    return sum(t.get_coro().__qualname__ == "AsyncCurl._force_timeout" for t in asyncio.all_tasks())
+    running = (getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks())
+    return sum(name == "AsyncCurl._force_timeout" for name in running)
 
 
 async def test_an_idle_kept_session_is_closed_and_the_next_search_connects_again(fake, monkeypatch):
     """An open session wakes the server ten times a second: once nobody has used it for KEPT_IDLE
-    seconds it is closed. A search before then reuses its connection; one after connects again."""
-    monkeypatch.setattr(transport, "KEPT_IDLE", 0.5)
+    seconds it is closed. A search before then reuses its connection; one after connects again.
+    KEPT_IDLE is an hour while the reuse is checked, then a moment, waited for."""
+    monkeypatch.setattr(transport, "KEPT_IDLE", 3600.0)
     control(fake, ask={"pace": 0}, requests=[])
     assert await ask(fake, "f", "first") == "completed"
-    await asyncio.sleep(0.2)
     assert await ask(fake, "f", "soon after") == "completed"
     assert curl_timers() == 1
-    await asyncio.sleep(1.0)
-    assert curl_timers() == 0
+    monkeypatch.setattr(transport, "KEPT_IDLE", 0.01)
+    assert await ask(fake, "f", "last before the pause") == "completed"
+    await until(lambda: curl_timers() == 0)
     assert await ask(fake, "f", "much later") == "completed"
-    assert peer_of(fake, "first") == peer_of(fake, "soon after") != peer_of(fake, "much later")
+    assert peer_of(fake, "first") == peer_of(fake, "soon after") == peer_of(fake, "last before the pause")
+    assert peer_of(fake, "last before the pause") != peer_of(fake, "much later")
 
 
 async def test_a_kept_session_a_client_still_holds_stays_open(fake, monkeypatch):
-    monkeypatch.setattr(transport, "KEPT_IDLE", 0.2)
+    monkeypatch.setattr(transport, "KEPT_IDLE", 0.01)
     control(fake, ask={"pace": 0}, requests=[])
     cookies = {jar.SESSION_COOKIE: TOKEN}
     async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="g") as held:
@@ -100,7 +105,8 @@ async def test_a_kept_session_a_client_still_holds_stays_open(fake, monkeypatch)
             async for _ in stream:
                 pass
         assert await ask(fake, "g", "beside it") == "completed"  # another client, closed at its end
-        await asyncio.sleep(0.6)
+        assert kept_session("g").closing is None  # no countdown while a client holds it
+        await asyncio.sleep(0.1)
         assert curl_timers() == 1
         stream = held.ask(AskRequest("held again"))
         async with stream:
@@ -108,8 +114,7 @@ async def test_a_kept_session_a_client_still_holds_stays_open(fake, monkeypatch)
                 pass
         assert extract(stream.snapshot, ended=stream.ended).status == "completed"
     assert peer_of(fake, "held") == peer_of(fake, "beside it") == peer_of(fake, "held again")
-    await asyncio.sleep(0.6)
-    assert curl_timers() == 0
+    await until(lambda: curl_timers() == 0)
 
 
 async def test_without_an_account_each_client_connects_afresh(fake):
@@ -120,10 +125,7 @@ async def test_without_an_account_each_client_connects_afresh(fake):
 
 
 async def test_a_stopped_answer_leaves_the_kept_session_working(fake):
-    """Stop mid-answer (the transfer is detached at once), then the same account asks again."""
-    import asyncio
-    import time
-
+    """Stop mid-answer (the transfer is let go at once), then the same account asks again."""
     control(fake, ask={"pace": 0.05, "answer": ["word "] * 100}, requests=[])  # 5 s of answer
     cookies = {jar.SESSION_COOKIE: TOKEN}
     for _ in range(3):
@@ -131,11 +133,9 @@ async def test_a_stopped_answer_leaves_the_kept_session_working(fake):
             stream = c.ask(AskRequest("stopped"))
             async with stream:
                 async for _snapshot in stream:
-                    stopped = time.monotonic()
                     break  # the first snapshot, then Stop
-        assert time.monotonic() - stopped < 1.0  # closing does not wait for the answer's end
     control(fake, ask={"pace": 0})
-    assert await asyncio.wait_for(ask(fake, "c", "after the stops"), 10) == "completed"
+    assert await ask(fake, "c", "after the stops") == "completed"
 
 
 async def test_a_kept_connection_that_died_meanwhile_is_replaced(tmp_path):
@@ -159,93 +159,39 @@ async def test_a_kept_connection_that_died_meanwhile_is_replaced(tmp_path):
         stop(proc)
 
 
-async def test_an_answer_alone_is_read_at_the_pace_of_the_page(fake):
-    """Read as it arrives, 60 events 10 ms apart would be ~60 reads and as many snapshots (each a
-    wake-up of the server); paced, one every PACE at most, each with all that came meanwhile."""
-    control(fake, ask={"pace": 0.01, "answer": ["word "] * 60}, requests=[])
-    cookies = {jar.SESSION_COOKIE: TOKEN}
-    async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="p") as c:
-        stream = c.ask(AskRequest("paced"))
-        async with stream:
-            times = [time.monotonic() async for _ in stream]
-    assert extract(stream.snapshot, ended=stream.ended).answer.count("word") == 60
-    took = times[-1] - times[0]
-    assert took > 0.4 and len(times) <= took / transport.PACE + 3, (took, len(times))
-    assert no_transfers_counted()
-
-
-async def test_a_reply_beside_an_answer_is_read_at_once(fake):
-    """Pacing is for answers only: while another request is on its way (a deletion, an upload's
-    flow control, the signed-out check) the session reads as data comes."""
+async def test_a_reply_beside_an_answer_comes_while_the_answer_streams(fake):
+    """Two transfers on one kept session at once: a request sent while an answer streams (a
+    deletion, an upload, the signed-out check) is answered, and the answer goes on to its end."""
     control(fake, ask={"pace": 0.02, "answer": ["word "] * 40}, requests=[])
     cookies = {jar.SESSION_COOKIE: TOKEN}
     async with PerplexityClient(fake, fake, impersonate="chrome", cookies=cookies, account_id="r") as c:
         stream = c.ask(AskRequest("beside"))
+        emails = []
         async with stream:
             async for _ in stream:
-                kept = kept_session("r")
-                assert kept.paced() and (kept.streams, kept.others) == (1, 0)
-                other = asyncio.ensure_future(c.session_info())
-                await asyncio.sleep(0)
-                assert not kept.paced()  # sent, and counted until its body is read
-                assert (await other).email
-                assert kept.paced()
-                break
-        assert (kept.streams, kept.others) == (0, 0)
-    assert no_transfers_counted()
-
-
-async def test_paced_reads_rest_after_a_read_and_only_while_paced():
-    loop = asyncio.get_running_loop()
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    paced = True
-    reads: list[tuple[float, bytes]] = []
-    reader = transport._PacedReads(loop, lambda: paced)
-    reader.add_reader(ours.fileno(), lambda: reads.append((loop.time(), ours.recv(1 << 16))))
-    try:
-        for _ in range(30):
-            theirs.send(b"x")
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(transport.PACE + 0.05)
-        assert b"".join(data for _, data in reads) == b"x" * 30  # nothing lost, all read
-        gaps = [b[0] - a[0] for a, b in itertools.pairwise(reads)]
-        assert len(reads) <= 0.3 / transport.PACE + 2 and min(gaps) >= transport.PACE * 0.9, gaps
-        theirs.send(b"v")
-        async with asyncio.timeout(1):
-            while reads[-1][1] != b"v":
-                await asyncio.sleep(0.001)
-        theirs.send(b"w")  # just after a read: it rests, until another request wakes it
-        await asyncio.sleep(0.01)
-        assert reads[-1][1] == b"v"
-        reader.wake()
-        await asyncio.sleep(0.01)
-        assert reads[-1][1] == b"w"
-        paced, reads[:] = False, []
-        reader.wake()
-        for _ in range(10):
-            theirs.send(b"y")
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.02)
-        assert len(reads) >= 8  # read as it comes
-        reader.remove_reader(ours.fileno())
-        theirs.send(b"z")
-        await asyncio.sleep(0.05)
-        assert b"z" not in b"".join(data for _, data in reads)
-    finally:
-        reader.remove_reader(ours.fileno())
-        ours.close()
-        theirs.close()
+                if not emails:
+                    emails.append((await c.session_info()).email)
+        assert emails and emails[0]
+        assert extract(stream.snapshot, ended=stream.ended).answer.count("word") == 40
 
 
 @asynccontextmanager
 async def raw_server(
-    reply: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
-) -> AsyncIterator[str]:
-    """A server that answers each connection's first request with `reply`, bytes as written."""
+    *replies: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    heads: list[bytes] | None = None,
+):
+    """A server that answers the first request of its n-th connection with replies[n] (the last
+    one for any after), bytes as written, then closes that connection; `heads` gets each
+    request's head."""
+    connections = 0
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
+        nonlocal connections
+        reply = replies[min(connections, len(replies) - 1)]
+        connections += 1
+        head = await reader.readuntil(b"\r\n\r\n")
+        if heads is not None:
+            heads.append(head)
         await reply(reader, writer)
         writer.close()
 
@@ -256,45 +202,139 @@ async def raw_server(
         server.close()
 
 
-async def test_a_header_that_is_not_ascii_is_passed_on_and_counted_out():
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+EVENT = b"9\r\ndata: 1\n\n\r\n"  # one HTTP chunk: "data: 1\n\n"
+
+
+async def one_event(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(STREAM_HEAD + EVENT + b"0\r\n\r\n")
+    await writer.drain()
+
+
+def events_until_gone(gone: asyncio.Event, before: asyncio.Event | None = None) -> Callable:
+    """A reply (after `before` is set) of events without end, until the client goes away: a
+    transfer nobody lets go is read forever, and the test hangs until HANG_GUARD."""
+
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if before is not None:
+            await before.wait()
+        writer.write(STREAM_HEAD)
+        try:
+            while not reader.at_eof():
+                writer.write(EVENT)
+                await writer.drain()
+                await asyncio.sleep(0.02)
+        except ConnectionError:
+            pass
+        gone.set()
+
+    return reply
+
+
+async def wait(event: asyncio.Event) -> None:
+    async with asyncio.timeout(HANG_GUARD):
+        await event.wait()
+
+
+async def test_a_header_that_is_not_ascii_is_passed_on():
     async def reply(reader, writer):
         head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Name: é\r\nContent-Length: 9\r\n\r\n"
         writer.write(head.encode() + b"data: 1\n\n")
         await writer.drain()
 
     curl = transport.CurlTransport("chrome", keep="h")
-    async with raw_server(reply) as url, httpx.AsyncClient(transport=curl) as client:
-        async with client.stream("GET", url) as response:
-            assert (kept_session("h").streams, kept_session("h").others) == (1, 0)
-            assert response.headers.raw[-1] == (b"X-Name", "é".encode())
-            assert await response.aread() == b"data: 1\n\n"
-        assert no_transfers_counted()
+    async with (
+        raw_server(reply) as url,
+        httpx.AsyncClient(transport=curl) as client,
+        client.stream("GET", url) as response,
+    ):
+        assert response.headers.raw[-1] == (b"X-Name", "é".encode())
+        assert await response.aread() == b"data: 1\n\n"
 
 
-async def test_a_request_cancelled_before_its_reply_is_aborted_when_the_reply_comes():
-    """curl_cffi would read the whole reply for nobody (a search stopped before its first byte)."""
+async def test_no_cookie_crosses_requests_on_a_kept_session():
+    """Each request carries its own Cookie header (the client keeps the cookies): neither one
+    request's header nor a cookie set in a reply goes with the next request on the session."""
+
+    async def plant(reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nSet-Cookie: planted=1; Path=/\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+
+    heads: list[bytes] = []
+    async with raw_server(plant, heads=heads) as url:
+        for cookie in ("mine=1", ""):
+            curl = transport.CurlTransport("chrome", keep="k")  # a client of the same account
+            request = httpx.Request("GET", url, headers={"Cookie": cookie} if cookie else {})
+            response = await curl.handle_async_request(request)
+            assert await response.aread() == b"ok"
+            await response.aclose()
+            await curl.aclose()
+    assert b"mine=1" in heads[0]
+    assert b"cookie" not in heads[1].lower(), heads[1]
+
+
+async def test_a_body_left_before_its_end_is_let_go_and_the_session_goes_on():
+    """Stop mid-answer: curl_cffi's own close would read the rest for nobody (here: forever)."""
     gone = asyncio.Event()
+    curl = transport.CurlTransport("chrome", keep="m")
+    async with (
+        raw_server(events_until_gone(gone), one_event) as url,
+        httpx.AsyncClient(transport=curl) as client,
+    ):
+        async with client.stream("GET", url) as response:
+            async for chunk in response.aiter_bytes():
+                assert chunk.startswith(b"data: 1")
+                break
+        await wait(gone)
+        async with client.stream("GET", url) as response:
+            assert await response.aread() == b"data: 1\n\n"
+
+
+async def test_a_request_cancelled_before_its_reply_is_let_go_when_the_reply_comes():
+    """curl_cffi would read the whole reply for nobody (a search stopped before its first byte)."""
+    asked, cancelled, gone = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def reply(reader, writer):
-        await asyncio.sleep(0.3)  # after the cancel
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-        )
-        for _ in range(100):  # 5 s of events, unless the client goes away
-            if reader.at_eof():
-                gone.set()
-                return
-            writer.write(b"9\r\ndata: 1\n\n\r\n")
-            await asyncio.sleep(0.05)
+        asked.set()
+        await events_until_gone(gone, before=cancelled)(reader, writer)
 
     curl = transport.CurlTransport("chrome", keep="c")
-    async with raw_server(reply) as url, httpx.AsyncClient(transport=curl) as client:
+    async with raw_server(reply, one_event) as url, httpx.AsyncClient(transport=curl) as client:
         sending = asyncio.ensure_future(client.send(client.build_request("GET", url), stream=True))
-        await asyncio.sleep(0.1)
+        await wait(asked)
         sending.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sending
-        assert no_transfers_counted()
-        async with asyncio.timeout(1.5):
-            await gone.wait()
-        assert not kept_session("c").session.acurl._curl2future  # no transfer left in curl
+        cancelled.set()  # the reply's headers come only now
+        await wait(gone)
+        async with client.stream("GET", url) as response:
+            assert await response.aread() == b"data: 1\n\n"
+
+
+async def test_curl_cffi_still_has_what_letting_a_transfer_go_uses():
+    """transport._abort reaches inside curl_cffi (no public way to stop one transfer of a shared
+    session): a curl_cffi that changed those internals fails here, naming them."""
+    from curl_cffi.requests import AsyncSession
+
+    async with raw_server(one_event) as url, AsyncSession() as session:
+        response = await session.request("GET", url, stream=True)
+        missing = transport.abort_missing(response, session)
+        assert not missing, (
+            f"curl_cffi {curl_cffi.__version__} has no {', '.join(missing)}: "
+            "transport._abort now reads a stopped answer to its end"
+        )
+        assert await response.acontent() == b"data: 1\n\n"
+
+
+async def test_without_those_internals_a_transfer_is_closed_through_curl_cffis_public_aclose(caplog):
+    closed = asyncio.Event()
+
+    class ChangedResponse:  # one of a curl_cffi without the internals _abort uses
+        async def aclose(self) -> None:
+            closed.set()
+
+    transport._warn_missing.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=transport.__name__):
+        assert transport._abort(ChangedResponse(), object()) is None
+        await wait(closed)
+    assert f"no {', '.join(transport.ABORT_USES)}" in caplog.text

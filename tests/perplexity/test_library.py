@@ -149,3 +149,22 @@ async def test_bytes_that_are_not_utf8_are_read_with_replacement_characters():
         page = await library.list_threads(c, 0)
     item = library.parse_listed(page[0])
     assert item.title == "caf\ufffd \ufffd\ufffd" and item.key == "c-1"
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://d2z0o16i8xm8ak.cloudfront.net/report/abc.md?Expires=1&Signature=x&Key-Pair-Id=k", True),
+        ("https://d2z0o16i8xm8ak.cloudfront.net:443/report/abc.md", True),
+        ("https://www.perplexity.ai/rest/file/report.md", True),  # Perplexity's own address
+        ("https://d1234attacker.cloudfront.net/report.md", False),  # anybody's distribution
+        ("https://evil.example/d2z0o16i8xm8ak.cloudfront.net/report.md", False),
+        ("https://d2z0o16i8xm8ak.cloudfront.net.evil.example/report.md", False),
+        ("http://d2z0o16i8xm8ak.cloudfront.net/report.md", False),
+        ("https://d2z0o16i8xm8ak.cloudfront.net:8443/report.md", False),
+        ("https://user:pw@d2z0o16i8xm8ak.cloudfront.net/report.md", False),
+        ("https://[::1/report.md", False),
+    ],
+)
+def test_reports_are_fetched_only_from_perplexitys_cdn_host(url, allowed):
+    assert library.report_url_allowed(url, "https://www.perplexity.ai") is allowed

@@ -1,4 +1,4 @@
-"""Merge rules (protocol.md 3.5): top level, direct blocks, JSON patches, chunk splicing."""
+"""Merge rules (docs/protocol.md §7): top level, direct blocks, JSON patches, chunk splicing."""
 
 from __future__ import annotations
 

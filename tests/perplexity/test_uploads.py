@@ -1,4 +1,4 @@
-"""Files for a question against respx routes shaped like protocol.md 2.8 and the SUBSCRIBE capture."""
+"""Files for a question against respx routes shaped like docs/protocol.md §10 and the SUBSCRIBE capture."""
 
 from __future__ import annotations
 
@@ -195,3 +195,35 @@ def test_allowed_hosts():
 def test_storage_message_reads_s3_errors_only():
     assert storage_message(DENIED) == "Invalid according to Policy: Policy expired."
     assert storage_message(b"<html>nope") == ""
+
+
+REST_SET = ("x-pplx-account", "x-perplexity-request-reason", "x-perplexity-request-try-number",
+            "x-perplexity-request-endpoint", "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site",
+            "x-app-apiclient", "x-app-apiversion")  # fmt: skip
+
+
+@pytest.mark.parametrize("batch_missing", [False, True])
+async def test_upload_requests_carry_the_headers_of_every_rest_call(mock, notes, batch_missing):
+    store, sub = routes(
+        mock, batch=(lambda request: httpx.Response(404, text="Not Found")) if batch_missing else None
+    )
+    single = mock.post(f"{BASE}/rest/uploads/create_upload_url").mock(
+        side_effect=lambda request: httpx.Response(
+            200, json={"s3_bucket_url": STORAGE, "s3_object_url": OBJECT, "fields": {"key": f"a/b/{UUID}/n"}}
+        )
+    )
+    cookies = {"__Secure-next-auth.session-token": "tok"}
+    async with PerplexityClient(BASE, impersonate="off", cookies=cookies, account_id="acct-1") as c:
+        await upload(c, [notes], HOSTS)
+    path = "/rest/uploads/create_upload_url" if batch_missing else "/rest/uploads/batch_create_upload_urls"
+    asked = next(call.request for call in mock.calls if call.request.url.path == path)
+    processing = sub.calls.last.request
+    for request, endpoint in ((asked, path), (processing, "/rest/sse/attachment_processing/subscribe")):
+        assert all(name in request.headers for name in REST_SET), (endpoint, request.headers)
+        assert request.headers["x-pplx-account"] == "acct-1"
+        assert request.headers["x-perplexity-request-endpoint"] == BASE + endpoint
+        assert request.headers["x-perplexity-request-try-number"] == "1"
+        assert request.headers["sec-fetch-site"] == "same-origin"
+    assert single.called is batch_missing
+    stored = store.calls.last.request.headers  # the storage is not Perplexity: none of it goes there
+    assert "x-pplx-account" not in stored and "cookie" not in stored

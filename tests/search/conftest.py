@@ -59,7 +59,7 @@ def upstream():
         mock.get("/rest/models/config").respond(
             json={"models": {"pplx_pro": {"label": "Best", "mode": "search"}}, "config": []}
         )
-        # a dropped answer is rejoined once (protocol.md 8.5): by default Perplexity no longer has it
+        # a dropped answer is rejoined once (docs/protocol.md §9.1): by default Perplexity no longer has it
         mock.post(url__regex=r"/rest/sse/perplexity_ask/reconnect/", name="rejoin").respond(403, json={})
         yield mock
 

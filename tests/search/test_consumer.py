@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import re
 
@@ -123,57 +122,32 @@ async def test_complete_blocks_are_sent_once(owner, alinked, upstream):
     assert entry.answer == "".join(words(120))
 
 
-async def test_updates_keep_their_cadence_and_a_pause_flushes_what_waits(owner, alinked, upstream):
-    """At most one answer update per ~80 ms while text flows; the first text goes out at once;
-    when the stream pauses, what arrived meanwhile is sent within the quiet gap, not held."""
-    from search.live.runner import QUIET, UPDATE_EVERY
-
+async def test_updates_merge_events_and_a_pause_flushes_what_waits(owner, alinked, upstream):
+    """While text flows, one update carries several events (at most one per ~80 ms: the
+    benchmark tests.benchmarks.live counts them); when the stream pauses, what arrived meanwhile
+    is sent in the pause, not held until the stream goes on (here it never does)."""
     # no PENDING `final` event: it would send the last words at once (its own test), not the pause
     stream = answer_stream(words(40), complete=False)[:-1]
-    serve(upstream, Paced(stream, pause=0.01, end=False, stall=1.5))
+    serve(upstream, Paced(stream, pause=0.01, end=False, stall=600))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "cadence"}))
-    seen: list[tuple[float, str]] = []
-    loop = asyncio.get_running_loop()
-    async with asyncio.timeout(5):
-        while not any("word39" in m for _, m in seen):
-            message = await comm.receive_from(timeout=5)
-            if ("-tail" in message or "-blocks" in message) and 'id="entries"' not in message:
-                seen.append((loop.time(), message))
-    times = [t for t, _ in seen]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # (delivery jitter can bring two updates closer than they left; without the throttle they
-    # would come every 10 ms)
-    assert len(seen) >= 3 and sorted(gaps)[len(gaps) // 2] >= UPDATE_EVERY * 0.9, gaps
-    assert min(gaps) >= UPDATE_EVERY / 2, gaps
-    # word39 is the last event before a 1.5 s stall: it is shown within the quiet gap, not after
-    events_end = min(t for t, m in seen if "word39" in m) - times[0]
-    assert events_end < 40 * 0.01 + UPDATE_EVERY + QUIET + 0.4, events_end
+    updates = [m for m in await receive_until(comm, "word39", timeout=20) if "-tail" in m or "-blocks" in m]
+    assert 1 <= len(updates) < 40  # each event would be an update of its own without the throttle
     await comm.disconnect()
 
 
-async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstream):
-    """Sources arrive, then the first words 10 ms later: the words go out at once instead of
-    waiting out the ~80 ms since the sources' update."""
-    from search.live.runner import UPDATE_EVERY
+async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstream, monkeypatch):
+    """The ids, the sources, then the first words: the words go out at once instead of waiting
+    out the update interval since the first update (made 30 s here; the stream then pauses)."""
+    from search.live import runner
 
-    serve(upstream, Paced(answer_stream(words(30)), pause=0.01))
+    monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)
+    stream = answer_stream(words(30), complete=False)[:-1]
+    serve(upstream, Paced(stream, pause=0.01, end=False, stall=600))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "first words"}))
-    loop = asyncio.get_running_loop()
-    first_update = first_words = None
-    async with asyncio.timeout(5):
-        while first_words is None:
-            message = await comm.receive_from(timeout=5)
-            if 'id="entries"' in message:
-                continue  # the new entry itself
-            first_update = first_update or loop.time()
-            if "word0" in message:
-                first_words = loop.time()
-    # the sources' update came first; the words followed well inside one update interval
-    assert first_words > first_update
-    assert first_words - first_update < UPDATE_EVERY * 0.75, first_words - first_update
-    await receive_until(comm, "status-completed")
+    messages = await receive_until(comm, "word0", timeout=20)
+    assert re.search(r'id="entry-\d+-sources"', "".join(messages))  # and the sources with them, or before
     await comm.disconnect()
 
 
@@ -477,23 +451,21 @@ def progress_saves(monkeypatch, before_progress) -> list[bool]:
 
 
 async def test_a_slow_database_does_not_hold_the_stream(owner, alinked, upstream, monkeypatch):
-    """Progress saves go beside the stream: with each one taking 0.4 s (the database thread
-    busy with other people's starts), the words still arrive on time, and the final save,
-    which waits for the one in flight, keeps the whole answer."""
-    import time as time_module
+    """Progress saves go beside the stream: with each one held until the page has the last words
+    (the database thread busy with other people's starts), the words still arrive, and the final
+    save, which waits for the one in flight, keeps the whole answer."""
+    import threading
 
-    saves = progress_saves(monkeypatch, lambda: time_module.sleep(0.4))
+    released = threading.Event()
+    saves = progress_saves(monkeypatch, lambda: released.wait(30))
     serve(upstream, Paced(answer_stream(words(40)), pause=0.01))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "slow disk"}))
-    loop = asyncio.get_running_loop()
-    await receive_until(comm, "entries")
-    asked = loop.time()
-    await receive_until(comm, "word39")
-    # 40 events 10 ms apart: shown within the stream's own time and an update interval or two
-    # (waiting for each progress save would add 0.4 s per save)
-    assert loop.time() - asked < 40 * 0.01 + 0.3, loop.time() - asked
-    await receive_until(comm, "status-completed")
+    try:
+        await receive_until(comm, "word39", timeout=20)  # while a progress save is held
+    finally:
+        released.set()
+    await receive_until(comm, "status-completed", timeout=20)
     await comm.disconnect()
     entry = await Entry.objects.aget()
     assert entry.status == "completed" and entry.answer == "".join(words(40))
@@ -519,22 +491,23 @@ async def test_the_last_words_are_shown_before_the_ends_database_work(owner, ali
     """When the stream ends, what arrived since the last update goes out at once: the end's
     database work (bookkeeping, the final save) may queue behind other people's on its one
     thread, and the answer's last words used to wait for it."""
-    import time as time_module
+    import threading
 
     from search.live import runner
 
+    released = threading.Event()
     monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)  # only the first words, then the end
-    monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(outcome, "record_search", lambda *args: released.wait(30))
     serve(upstream, Paced(answer_stream(words(30)), pause=0.005))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "busy end"}))
-    loop = asyncio.get_running_loop()
-    await receive_until(comm, "word0")
-    last = await receive_until(comm, "word29")
-    shown = loop.time()
+    try:
+        await receive_until(comm, "word0")
+        last = await receive_until(comm, "word29", timeout=20)  # while the end's work is held
+    finally:
+        released.set()
     assert "status-completed" not in last[-1]
-    await receive_until(comm, "status-completed")
-    assert loop.time() - shown >= 0.4  # the end's database work came after the words
+    await receive_until(comm, "status-completed", timeout=20)
     await comm.disconnect()
     assert (await Entry.objects.aget()).answer == "".join(words(30))
 
@@ -545,30 +518,33 @@ async def test_the_last_words_go_out_at_once_even_when_a_progress_save_read_them
     """A progress save extracts the newest snapshot to write it. When it starts on the last event,
     that snapshot was read but never shown: the last words must still go out when the stream
     ends, not after the end's database work (which waits for that save)."""
-    import time as time_module
+    import threading
 
     from search.live import runner
 
+    released = threading.Event()
     monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)
     monkeypatch.setattr(runner, "SAVE_EVERY", 0.0)  # a progress save on every event (each quick)
-    monkeypatch.setattr(outcome, "record_search", lambda *args: time_module.sleep(0.5))
+    monkeypatch.setattr(outcome, "record_search", lambda *args: released.wait(30))
     serve(upstream, Paced(answer_stream(words(12)), pause=0.02))
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "saved as it went"}))
-    loop = asyncio.get_running_loop()
-    last = await receive_until(comm, "word11")
-    shown = loop.time()
+    try:
+        last = await receive_until(comm, "word11", timeout=20)  # while the end's work is held
+    finally:
+        released.set()
     assert "status-completed" not in last[-1]
-    await receive_until(comm, "status-completed")
-    assert loop.time() - shown >= 0.4  # the words came before the end's database work
+    await receive_until(comm, "status-completed", timeout=20)
     await comm.disconnect()
 
 
 async def test_a_fragment_for_a_socket_the_browser_is_closing_is_dropped_quietly():
-    """daphne raises on a send once the browser's closing handshake began; nobody is left to tell."""
-    from autobahn.exception import Disconnected
-
+    """An ASGI server may raise on a send once the browser's closing handshake began (the spec
+    says: a subclass of OSError); nobody is left to tell."""
     from search.live.consumers import SearchConsumer
+
+    class Disconnected(ConnectionError):
+        """as a server names it"""
 
     async def closing(message):
         raise Disconnected("Attempt to send on a closed protocol")
@@ -629,14 +605,10 @@ async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
 
     monkeypatch.setattr(runner, "UPDATE_EVERY", 30.0)  # no cadence updates
     stream = answer_stream(words(30), complete=False)  # ends with the PENDING final event
-    serve(upstream, Paced(stream, pause=0.005, end=False, stall=1.5))
+    serve(upstream, Paced(stream, pause=0.005, end=False, stall=600))  # then COMPLETED never comes
     comm = await connect(owner)
-    loop = asyncio.get_running_loop()
-    asked = loop.time()
     await comm.send_to(text_data=json.dumps({"q": "a slow finish"}))
-    await receive_until(comm, "word29", timeout=3)
-    assert loop.time() - asked < 1.0  # not after the 1.5 s before the stream ends
-    await receive_until(comm, "status-", timeout=5)
+    await receive_until(comm, "word29", timeout=20)
     await comm.disconnect()
 
 

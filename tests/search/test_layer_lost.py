@@ -1,19 +1,16 @@
-"""A socket told by the channel layer that its messages may be lost (`layer.lost`, sent by
-pplxweb.redis_layer when the connection to Redis goes) says so and closes with 4012, which makes
-the page reopen it; told twice, it says it once. The message is sent through the configured layer
-(in-memory or Redis), as the layer would put it on the socket's channel."""
+"""A socket told that its messages may be lost (Redis did not answer: pplxweb/sockets.py tells
+every open socket of the process) says so and closes with 4012, which makes the page reopen it;
+told twice, it says it once."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from pplxweb import sockets
 from pplxweb.asgi import application
-from search.library.runner import group as library_group
 from tests.conftest import session_cookie_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,9 +29,8 @@ async def test_a_socket_told_of_a_lost_layer_says_so_and_closes_for_the_page_to_
     comm = await opened(owner, path)
     if path == "/ws/library/":
         await comm.receive_from(timeout=5)  # the section as it is now
-    group = sockets.group(owner.pk) if path == "/ws/search/" else library_group(owner.pk)
-    for _ in range(2):  # an outage noticed twice (two shards, say): one sentence
-        await get_channel_layer().group_send(group, {"type": "layer.lost"})
+    for _ in range(2):  # an outage noticed twice: one sentence
+        await sockets.tell_open_sockets()
     text = await comm.receive_from(timeout=5)
     assert sockets.LAYER_LOST_TEXT in text and 'id="live-notice"' in text and 'hx-swap-oob="true"' in text
     assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4012}
@@ -44,7 +40,7 @@ async def test_a_socket_told_of_a_lost_layer_says_so_and_closes_for_the_page_to_
 
 async def test_the_reopened_socket_works_as_before(owner):
     comm = await opened(owner, "/ws/search/")
-    await get_channel_layer().group_send(sockets.group(owner.pk), {"type": "layer.lost"})
+    await sockets.tell_open_sockets()
     await comm.receive_from(timeout=5)
     await comm.disconnect()
     again = await opened(owner, "/ws/search/")

@@ -1,4 +1,4 @@
-"""A run lost by a restart or a killed process goes on from Perplexity's side (protocol.md 8.5):
+"""A run lost by a restart or a killed process goes on from Perplexity's side (docs/protocol.md §9.1):
 the watcher claims its row and rejoins it; a run Perplexity no longer has ends interrupted with
 its partial answer kept."""
 

@@ -1,4 +1,4 @@
-"""Deep Research and the other late-2026 streams through the live socket (protocol.md 8): the
+"""Deep Research and the other late-2026 streams through the live socket (docs/protocol.md §6.3, §8): the
 report shown while it grows and saved, the clarifying question answered from the page, the
 error frame, an answer format pplxweb does not know."""
 

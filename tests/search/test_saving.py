@@ -120,6 +120,7 @@ def _rows(owner):
 async def test_the_watcher_sweeps_every_kind_of_dead_row_and_beats_for_live_runs(owner):
     rows = await _rows(owner)
     live = rows["ours, live run"]
+    before = (await Entry.objects.aget(pk=live)).heartbeat
     swept, claimed = await sync_to_async(liveness.beat_and_sweep)({live})
     assert claimed == []
     assert swept == 3
@@ -131,5 +132,4 @@ async def test_the_watcher_sweeps_every_kind_of_dead_row_and_beats_for_live_runs
         "elsewhere, silent": "interrupted",
         "elsewhere, beating": "running",
     }
-    beat = (await Entry.objects.aget(pk=live)).heartbeat
-    assert timezone.now() - beat < timedelta(seconds=5)
+    assert (await Entry.objects.aget(pk=live)).heartbeat > before  # it beat

@@ -276,7 +276,7 @@ def test_the_migration_measures_what_was_kept_before_it():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
-    before, after = [("search", "0014_attachment_position")], [("search", "0015_storage_accounting")]
+    before, after = [("search", "0015_entry_asked_by")], [("search", "0016_storage_accounting")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps

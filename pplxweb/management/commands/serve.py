@@ -1,5 +1,5 @@
 """Start pplxweb: migrate, collect static files, set up the owner, then become the server
-(pplxweb/server.py: daphne in a fresh interpreter)."""
+(pplxweb/server.py: granian in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def _urls(host: str, port: int) -> list[str]:
 
 
 def become_the_server() -> None:
-    """Replace this process with `python -OO -m pplxweb.server` (pplxweb/server.py): same process
-    id, a fresh interpreter without the preparation's modules."""
+    """Replace this process with the server (pplxweb/server.py): same process id, a fresh
+    interpreter without the preparation's modules."""
     import os
     import sys
 
@@ -35,10 +35,10 @@ def become_the_server() -> None:
     connections.close_all()
     root = str(settings.BASE_DIR)  # where `pplxweb` is imported from, whatever the working directory
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    sys.stdout.flush()  # before the loading process and the server write to the same output
+    sys.stdout.flush()  # before the server writes to the same output
     sys.stderr.flush()
-    argv, env = server.prepare(settings.DATA_DIR, {**os.environ, "PYTHONPATH": path})
-    os.execve(sys.executable, argv, env)  # noqa: S606 - our own interpreter
+    argv = server.command(settings.BIND.host, settings.BIND.port)
+    os.execve(sys.executable, argv, {**os.environ, "PYTHONPATH": path})  # noqa: S606 - our own interpreter
 
 
 class Command(BaseCommand):

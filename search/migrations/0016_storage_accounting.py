@@ -102,7 +102,7 @@ def _batches(rows):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search", "0014_attachment_position"),
+        ("search", "0015_entry_asked_by"),
     ]
 
     operations = [
