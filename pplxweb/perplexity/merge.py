@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pplxweb.perplexity.sse import Event
+from pplxweb.perplexity.values import MAX_TEXT
 
 KEEP_FIRST = ("read_write_token", "thread_url_slug")
 TERMINAL_STATUS = "COMPLETED"
-MAX_HELD = 32 * 1024 * 1024  # bytes one answer may hold (a real one: a few MB at most, protocol.md 3.1)
+MAX_HELD = 32 * 1024 * 1024  # bytes one answer may hold (a real one: a few MB at most, docs/protocol.md §5.1)
 MAX_FIELDS = 500  # top-level fields, and blocks, of one answer (a real one has about 40 and 30)
 MAX_PATCHES = 5000  # patches in one event (a research report's whole run sends about a thousand)
 OVER = (
@@ -78,10 +79,11 @@ class ChunkView:
     store: Chunks = field(default_factory=Chunks)
     length: int = 0
     size: int = 0  # what its chunks cost (cost() of each, and its slot)
+    chars: int = 0  # the length of its text
 
     @classmethod
     def of(cls, items: list[str]) -> ChunkView:
-        return cls(Chunks(items), len(items), _slot_cost(items))
+        return cls(Chunks(items), len(items), _slot_cost(items), sum(map(len, items)))
 
     def splice(self, offset: int | None, incoming: list[str]) -> ChunkView:
         if offset is None or offset > self.length:
@@ -90,11 +92,25 @@ class ChunkView:
             return ChunkView.of(list(incoming))
         if offset == self.length == len(self.store.items):
             self.store.items.extend(incoming)  # older views stop at their own length
-            return ChunkView(self.store, self.length + len(incoming), self.size + _slot_cost(incoming))
+            return ChunkView(
+                self.store,
+                self.length + len(incoming),
+                self.size + _slot_cost(incoming),
+                self.chars + sum(map(len, incoming)),
+            )
         return ChunkView.of(self.store.items[:offset] + incoming)
 
-    def text(self) -> str:
-        return "".join(self.store.items[: self.length])
+    def text(self, limit: int | None = None) -> str:
+        """Its text; with `limit`, only the chunks that reach that length (an answer of millions
+        of characters is never joined whole to keep its first MAX_TEXT)."""
+        items = self.store.items
+        if limit is None or self.chars <= limit:
+            return "".join(items[: self.length])
+        end = taken = 0
+        while end < self.length and taken <= limit:
+            taken += len(items[end])
+            end += 1
+        return "".join(items[:end])
 
     def __len__(self) -> int:
         return self.length
@@ -131,7 +147,7 @@ class Snapshot:
         if block is None or block.kind != "markdown_block":
             return None
         answer = block.doc.get("answer") if isinstance(block.doc, dict) else None
-        text = block.chunks.text() if block.chunks is not None else ""
+        text = block.chunks.text(MAX_TEXT + 1) if block.chunks is not None else ""  # more is cut anyway
         # The terminal frame's `answer` wins even when shorter (docs/protocol.md §7.5: a thinking
         # model renumbers its citations there); before it, whichever is further along.
         if isinstance(answer, str) and answer and (self.completed or len(answer) >= len(text)):

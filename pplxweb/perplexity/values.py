@@ -60,21 +60,21 @@ def decode(value: Any) -> Any:
 # --- how much text is kept --------------------------------------------------------------------
 
 MAX_TEXT = 1_000_000  # characters of one answer or report kept, wherever it comes from
-CUT_NOTE = "\n\n*(This {what} was longer than pplxweb keeps: {size:,} characters; the rest was left out.)*"
+CUT_NOTE = "\n\n*(This {what} was longer than pplxweb keeps, {limit:,} characters; the rest was left out.)*"
 
 
 def cut_text(text: str, what: str = "answer") -> str:
     """The text, or its first MAX_TEXT characters ending with a note that says so."""
     if len(text) <= MAX_TEXT:
         return text
-    note = CUT_NOTE.format(what=what, size=len(text))
+    note = CUT_NOTE.format(what=what, limit=MAX_TEXT)
     return text[: MAX_TEXT - len(note)] + note
 
 
 # --- how much a JSON document costs to read ------------------------------------------------------
 
 MAX_DOCUMENT = 8 * 1024 * 1024  # bytes of one JSON document read whole: a stream frame, a library
-# page, an imported conversation (the largest real ones are about 1 MB: protocol.md 3.1)
+# page, an imported conversation (a whole real answer is 3-4 MB of frames: docs/protocol.md §5.1)
 MAX_PARSED = 64 * 1024 * 1024  # what reading one may hold at its peak, by parsed_size()
 # bytes json.loads holds per object, list, item (a comma) and key (a colon), measured with
 # tracemalloc on CPython 3.11 (tests/perplexity/test_values.py keeps them honest)
