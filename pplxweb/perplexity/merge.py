@@ -9,7 +9,7 @@ Rules:
 - top level: a later value wins, except the first `read_write_token` and `thread_url_slug`;
 - blocks are keyed by `intended_usage`; a direct block replaces the stored one;
 - `diff_block` applies an RFC 6902 patch (add / remove / replace; path "" is the whole
-  document) to the stored `<field>`; a patch that fails is skipped and counted;
+  document; patches.py) to the stored `<field>`; a patch that fails is skipped and counted;
 - `markdown_block.chunks` are spliced at `chunk_starting_offset` (a missing offset appends,
   an offset past the end appends, so text already shown never vanishes);
 - the terminal frame (COMPLETED + final) is a full snapshot: its blocks replace what the diffs
@@ -26,12 +26,13 @@ once, when it goes).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pplxweb.perplexity.chunks import ChunkView
+from pplxweb.perplexity.patches import PatchError, apply_costed, apply_patch
 from pplxweb.perplexity.sse import Event
-from pplxweb.perplexity.values import MAX_TEXT
+from pplxweb.perplexity.values import MAX_TEXT, cost
 
 KEEP_FIRST = ("read_write_token", "thread_url_slug")
 TERMINAL_STATUS = "COMPLETED"
@@ -42,78 +43,6 @@ OVER = (
     "Perplexity's answer grew larger than pplxweb keeps ({}); pplxweb stopped reading it there "
     "and kept what had arrived."
 )
-
-
-def cost(value: Any) -> int:
-    """About the bytes Python holds for a parsed JSON value (walked without recursion: a value
-    may be nested as deep as the parser allows)."""
-    if not isinstance(value, dict | list):
-        return sys.getsizeof(value)
-    total, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return total
-
-
-def _slot_cost(items: list[str]) -> int:
-    return sum(sys.getsizeof(item) + 8 for item in items)
-
-
-class Chunks:
-    """An append-only chunk store shared by snapshots; each snapshot sees its own prefix."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[str] | None = None) -> None:
-        self.items: list[str] = items if items is not None else []
-
-
-@dataclass(frozen=True)
-class ChunkView:
-    store: Chunks = field(default_factory=Chunks)
-    length: int = 0
-    size: int = 0  # what its chunks cost (cost() of each, and its slot)
-    chars: int = 0  # the length of its text
-
-    @classmethod
-    def of(cls, items: list[str]) -> ChunkView:
-        return cls(Chunks(items), len(items), _slot_cost(items), sum(map(len, items)))
-
-    def splice(self, offset: int | None, incoming: list[str]) -> ChunkView:
-        if offset is None or offset > self.length:
-            offset = self.length
-        if offset == 0:
-            return ChunkView.of(list(incoming))
-        if offset == self.length == len(self.store.items):
-            self.store.items.extend(incoming)  # older views stop at their own length
-            return ChunkView(
-                self.store,
-                self.length + len(incoming),
-                self.size + _slot_cost(incoming),
-                self.chars + sum(map(len, incoming)),
-            )
-        return ChunkView.of(self.store.items[:offset] + incoming)
-
-    def text(self, limit: int | None = None) -> str:
-        """Its text; with `limit`, only the chunks that reach that length (an answer of millions
-        of characters is never joined whole to keep its first MAX_TEXT)."""
-        items = self.store.items
-        if limit is None or self.chars <= limit:
-            return "".join(items[: self.length])
-        end = taken = 0
-        while end < self.length and taken <= limit:
-            taken += len(items[end])
-            end += 1
-        return "".join(items[:end])
-
-    def __len__(self) -> int:
-        return self.length
 
 
 @dataclass(frozen=True)
@@ -288,7 +217,7 @@ def _apply_diff(blocks: dict[str, Block], usage: str, diff: dict, doc_cost: int)
     failures = 0
     for patch in patches:
         try:
-            doc, change = _apply_costed(doc, patch)
+            doc, change = apply_costed(doc, patch)
         except PatchError:
             failures += 1
             continue
@@ -305,125 +234,6 @@ def _apply_diff(blocks: dict[str, Block], usage: str, diff: dict, doc_cost: int)
     return failures, doc_cost
 
 
-class PatchError(Exception):
-    pass
-
-
-def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str):
-        raise PatchError("path is not a string")
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError("path must start with /")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def apply_patch(doc: Any, patch: Any) -> Any:
-    """One JSON Patch operation, copying only along its path; PatchError when it cannot apply."""
-    return _apply_costed(doc, patch)[0]
-
-
-def _apply_costed(doc: Any, patch: Any) -> tuple[Any, int]:
-    """apply_patch(), and how much more the document holds after it (a value in, a value out;
-    what goes through a markdown block's chunks is their view's to count)."""
-    if not isinstance(patch, dict):
-        raise PatchError("patch is not an object")
-    op = patch.get("op")
-    if op not in ("add", "remove", "replace"):
-        raise PatchError(f"unsupported op {op!r}")
-    parts = _pointer(patch.get("path"))
-    if not parts:
-        if op == "remove":
-            raise PatchError("cannot remove the whole document")
-        if "value" not in patch:
-            raise PatchError("no value")
-        return patch["value"], cost(patch["value"]) - cost(doc)
-    if op != "remove" and "value" not in patch:
-        raise PatchError("no value")
-    freed: list[int] = []
-    new = _patch_at(doc, parts, op, patch.get("value"), freed)
-    added = 0 if op == "remove" or _in_chunks(doc, parts) else cost(patch["value"])
-    return new, added - sum(freed)
-
-
-def _in_chunks(doc: Any, parts: list[str]) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get(parts[0]), ChunkView)
-
-
-def _patch_at(node: Any, parts: list[str], op: str, value: Any, freed: list[int]) -> Any:
-    key, rest = parts[0], parts[1:]
-    if isinstance(node, ChunkView):
-        return _patch_chunks(node, key, rest, op, value)
-    if isinstance(node, dict):
-        if rest:
-            if key not in node:
-                raise PatchError("missing key")
-            return {**node, key: _patch_at(node[key], rest, op, value, freed)}
-        if op == "remove":
-            if key not in node:
-                raise PatchError("missing key")
-            freed.append(_gone(node[key]))
-            return {k: v for k, v in node.items() if k != key}
-        if op == "replace" and key not in node:
-            raise PatchError("missing key")
-        if key in node:
-            freed.append(_gone(node[key]))
-        return {**node, key: value}
-    if isinstance(node, list):
-        index = _index(key, len(node), allow_end=(op == "add" and not rest))
-        if rest:
-            copy = list(node)
-            copy[index] = _patch_at(node[index], rest, op, value, freed)
-            return copy
-        copy = list(node)
-        if op == "add":
-            copy.insert(index, value)
-        elif op == "remove":
-            freed.append(_gone(copy.pop(index)))
-        else:
-            freed.append(_gone(copy[index]))
-            copy[index] = value
-        return copy
-    raise PatchError("path goes through a value that is not a container")
-
-
-def _gone(value: Any) -> int:
-    """The cost a replaced or removed value gives back (a chunk view's is its own)."""
-    return 0 if isinstance(value, ChunkView) else cost(value)
-
-
-def _index(key: str, size: int, allow_end: bool) -> int:
-    if key == "-" and allow_end:
-        return size
-    if not key.isdigit() or (len(key) > 1 and key[0] == "0"):
-        raise PatchError("bad list index")
-    index = int(key)
-    if index > size or (index == size and not allow_end):
-        raise PatchError("list index out of range")
-    return index
-
-
-def _patch_chunks(view: ChunkView, key: str, rest: list[str], op: str, value: Any) -> ChunkView:
-    """Patches on markdown chunks go through the shared store (appends stay O(1))."""
-    if rest:
-        raise PatchError("chunks hold strings")
-    index = _index(key, len(view), allow_end=(op == "add"))
-    if op == "add" and isinstance(value, str):
-        if index == len(view):
-            return view.splice(index, [value])
-        items = view.store.items[: view.length]
-        return ChunkView.of([*items[:index], value, *items[index:]])
-    items = view.store.items[: view.length]
-    if op == "remove":
-        del items[index]
-    elif isinstance(value, str):
-        items[index] = value
-    else:
-        raise PatchError("chunks hold strings")
-    return ChunkView.of(items)
-
-
 def merge_all(events: list[Event]) -> Snapshot:
     snapshot = Snapshot()
     for event in events:
@@ -435,6 +245,7 @@ __all__ = [
     "MAX_HELD",
     "Block",
     "ChunkView",
+    "PatchError",
     "Snapshot",
     "apply_patch",
     "cost",

@@ -1,11 +1,12 @@
 """Reading untrusted JSON values: a string or nothing, a list or nothing, JSON inside strings; text
 made storable (clean, deep: the one cleaning of upstream text, wherever it is saved); how much
-text is kept; how much a JSON document costs to read."""
+text is kept; how much a JSON document costs to read (parsed_size) and to hold once parsed (cost)."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 
@@ -96,3 +97,20 @@ def parsed_size(raw: bytes) -> int:
         + ITEM_COST * raw.count(b",")
         + KEY_COST * raw.count(b":")
     )
+
+
+def cost(value: Any) -> int:
+    """About the bytes Python holds for a parsed JSON value (walked without recursion: a value
+    may be nested as deep as the parser allows)."""
+    if not isinstance(value, dict | list):
+        return sys.getsizeof(value)
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total

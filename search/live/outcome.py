@@ -64,6 +64,7 @@ def saved_result(entry: Entry) -> Result:
 def save_run(run: RunState, final: bool) -> None:
     """Write a run's progress (every few seconds) or its outcome (`final`) to its entry."""
     result = run.result or Result(status="running")
+    kept = [record for record in run.downloads.records() if not record.get("pending")]
     fields = {
         "answer": result.answer,  # at most MAX_TEXT characters (extract cut a longer one, saying so)
         "report": result.report,
@@ -74,8 +75,8 @@ def save_run(run: RunState, final: bool) -> None:
         "heartbeat": timezone.now(),
         "first_byte_ms": run.first_byte_ms,
         "first_text_ms": run.first_text_ms,
-        "images": (kept := [record for record in run.downloads.records() if not record.get("pending")]),
-        "image_bytes": storage.image_size(kept),
+        "images": kept,
+        "image_bytes": storage.image_size(kept),  # what the person's quota counts of them
     }
     if final:
         fields.update(
