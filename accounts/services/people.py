@@ -110,9 +110,12 @@ def remove_member(owner: AbstractBaseUser, member_id: int) -> str | None:
     if member is None:
         return None
     name = member.get_username()
-    member.delete()
-    transaction.on_commit(lambda: sockets.tell(member_id))  # their open sockets close
+    from search.attachments import disk  # (search may use accounts, not the other way at import)
     from search.images import sweep  # their answers went with them, and so do the images kept
 
+    files = disk.stored_of_person(member.pk)  # and their files, unless another's rows share them
+    member.delete()
+    transaction.on_commit(lambda: sockets.tell(member_id))  # their open sockets close
     transaction.on_commit(sweep)
+    transaction.on_commit(lambda: disk.remove_stored(files))
     return name

@@ -60,7 +60,9 @@ def decode(value: Any) -> Any:
 
 # --- how much text is kept --------------------------------------------------------------------
 
-MAX_TEXT = 1_000_000  # characters of one answer or report kept, wherever it comes from
+# characters of one answer or report kept, wherever it comes from (a page renders the first 1 MiB
+# of one: search.render.MAX_MARKDOWN; a real one is a few KB, a long research report 100 KB)
+MAX_TEXT = 4_000_000
 CUT_NOTE = "\n\n*(This {what} was longer than pplxweb keeps, {limit:,} characters; the rest was left out.)*"
 
 

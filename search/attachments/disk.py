@@ -60,6 +60,11 @@ def remove_stored(names: list[str]) -> int:
     return count
 
 
+def stored_of_person(user_id: int) -> list[str]:
+    """The stored names of a person's files (read before the person is removed)."""
+    return list(Attachment.objects.filter(user=user_id).values_list("stored", flat=True).distinct())
+
+
 def stored_of(entries) -> list[str]:
     """The stored names of these entries' files (a queryset of them, read before they are deleted)."""
     return list(Attachment.objects.filter(entry__in=entries).values_list("stored", flat=True))

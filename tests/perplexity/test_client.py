@@ -692,4 +692,4 @@ async def test_a_huge_report_is_kept_up_to_its_limit_with_a_note(mock):
     result = extract(stream.snapshot, ended=stream.ended)
     assert result.status == "completed"
     assert result.report.startswith("# Huge") and len(result.report) == REPORT_LIMIT
-    assert result.report.endswith("longer than pplxweb keeps, 1,000,000 characters; the rest was left out.)*")
+    assert result.report.endswith("longer than pplxweb keeps, 4,000,000 characters; the rest was left out.)*")

@@ -215,6 +215,7 @@ def test_completion_only_on_completed_with_final():
 
 def test_a_100_mb_answer_stops_at_the_cap_with_what_arrived_kept():
     from pplxweb.perplexity.merge import MAX_HELD
+    from pplxweb.perplexity.values import MAX_TEXT
 
     snapshot = Snapshot()
     chunk = "word " * 2000  # 10 KB a chunk
@@ -228,7 +229,7 @@ def test_a_100_mb_answer_stops_at_the_cap_with_what_arrived_kept():
     assert sent < MAX_HELD + len(chunk) * 2
     assert snapshot.block("ask_text").chunks.chars > MAX_HELD * 0.9  # what arrived is kept
     kept = snapshot.markdown("ask_text")  # and what is read of it, only as far as is kept
-    assert 1_000_000 < len(kept) <= 1_000_000 + len(chunk) and kept.startswith("word word")
+    assert MAX_TEXT < len(kept) <= MAX_TEXT + len(chunk) and kept.startswith("word word")
     assert snapshot.held <= MAX_HELD
     assert merge(snapshot, {"blocks": [markdown("ask_text", ["more"], n + 1)]}) is snapshot
 

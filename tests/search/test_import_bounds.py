@@ -180,6 +180,17 @@ def test_odd_but_storable_values_come_in_cleaned(owner):
 
 
 @pytest.mark.django_db
+def test_an_answer_longer_than_pplxweb_keeps_comes_in_cut_with_a_note(owner):
+    from pplxweb.perplexity.values import MAX_TEXT
+
+    item = conversation("long", answer="a" * (MAX_TEXT + 100_000), report="r" * 10)
+    assert imports.import_history(owner, listing(item)) == (1, 0)
+    entry = Entry.objects.get()
+    assert len(entry.answer) == MAX_TEXT and entry.answer.endswith("characters; the rest was left out.)*")
+    assert entry.report == "r" * 10 and entry.import_bytes > MAX_TEXT
+
+
+@pytest.mark.django_db
 def test_one_import_at_a_time(owner, member):
     assert import_jobs._one_at_a_time.acquire(blocking=False)
     try:

@@ -301,3 +301,15 @@ def test_the_migration_measures_what_was_kept_before_it():
     assert sizes[imported.pk] == len("q") + 200 + len("[]") * 3 and sizes[asked.pk] == 0
     assert Entry.objects.get(pk=pictured.pk).image_bytes == len(PNG)
     assert storage.usage(user.pk).total == sizes[imported.pk] + len(PNG)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_removed_persons_files_go_with_them_but_shared_bytes_stay(owner, member):
+    from accounts.services.people import remove_member
+
+    theirs = attachments.keep(member, upload("mine.txt", b"only theirs\n"))
+    shared = attachments.keep(member, upload("same.pdf", PDF))
+    kept = attachments.keep(owner, upload("also.pdf", PDF))
+    assert shared.stored == kept.stored
+    assert remove_member(owner, member.pk) == "member"
+    assert on_disk(attachments.folder()) == [kept.stored] and theirs.stored != kept.stored

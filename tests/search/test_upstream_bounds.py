@@ -18,7 +18,7 @@ from tests.search.conftest import serve
 from tests.search.test_consumer import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MAX_TEXT = 1_000_000  # values.MAX_TEXT
+MAX_TEXT = 4_000_000  # values.MAX_TEXT
 HEAD = {"backend_uuid": "b-1", "context_uuid": "c-1", "status": "PENDING"}
 
 
@@ -60,14 +60,14 @@ async def test_an_answer_that_never_ends_is_read_up_to_the_cap_and_kept(
     owner, alinked, upstream, monkeypatch
 ):
     # 32 MB in production: the same, sooner
-    monkeypatch.setattr(merge_module, "MAX_HELD", 4 * 1024 * 1024, raising=False)
+    monkeypatch.setattr(merge_module, "MAX_HELD", 8 * 1024 * 1024, raising=False)
     body = Endless()
     serve(upstream, httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body))
     entry = await asked(owner, "tell me everything")
     assert entry.status == "truncated"
-    assert entry.error.startswith("Perplexity's answer grew larger than pplxweb keeps (4 MB)")
+    assert entry.error.startswith("Perplexity's answer grew larger than pplxweb keeps (8 MB)")
     assert "retry" not in entry.error  # asking again would only give the same
-    assert body.served < 5 * 1024 * 1024  # reading stopped at the cap
+    assert body.served < 9 * 1024 * 1024  # reading stopped at the cap
     assert len(entry.answer) == MAX_TEXT and entry.answer.startswith("word word")
     assert entry.answer.endswith("characters; the rest was left out.)*")
 
