@@ -36,7 +36,7 @@ from pplxweb.perplexity.values import MAX_TEXT, cost
 
 KEEP_FIRST = ("read_write_token", "thread_url_slug")
 TERMINAL_STATUS = "COMPLETED"
-MAX_HELD = 32 * 1024 * 1024  # bytes one answer may hold (a real one: a few MB at most, docs/protocol.md §5.1)
+MAX_HELD = 16 * 1024 * 1024  # bytes one answer may hold (a real one: a few MB at most, docs/protocol.md §5.1)
 MAX_FIELDS = 500  # top-level fields, and blocks, of one answer (a real one has about 40 and 30)
 MAX_PATCHES = 5000  # patches in one event (a research report's whole run sends about a thousand)
 OVER = (

@@ -225,7 +225,7 @@ def test_a_100_mb_answer_stops_at_the_cap_with_what_arrived_kept():
         sent += len(chunk)
         if snapshot.over:
             break
-    assert snapshot.over.startswith("Perplexity's answer grew larger than pplxweb keeps (32 MB)")
+    assert snapshot.over.startswith("Perplexity's answer grew larger than pplxweb keeps (16 MB)")
     assert sent < MAX_HELD + len(chunk) * 2
     assert snapshot.block("ask_text").chunks.chars > MAX_HELD * 0.9  # what arrived is kept
     kept = snapshot.markdown("ask_text")  # and what is read of it, only as far as is kept
@@ -235,7 +235,7 @@ def test_a_100_mb_answer_stops_at_the_cap_with_what_arrived_kept():
 
 
 def test_a_million_tiny_events_cost_what_they_hold_not_more(monkeypatch):
-    monkeypatch.setattr(merge_module, "MAX_HELD", 4 * 1024 * 1024)  # 32 MB: the same, 8 times longer
+    monkeypatch.setattr(merge_module, "MAX_HELD", 4 * 1024 * 1024)  # 16 MB: the same, 4 times longer
     snapshot = Snapshot()
     for n in range(1_000_000):
         snapshot = merge(snapshot, {"status": "PENDING", "n": n, "blocks": [markdown("ask_text", ["a"], n)]})

@@ -59,7 +59,7 @@ async def asked(owner, question: str) -> Entry:
 async def test_an_answer_that_never_ends_is_read_up_to_the_cap_and_kept(
     owner, alinked, upstream, monkeypatch
 ):
-    # 32 MB in production: the same, sooner
+    # 16 MB in production: the same, sooner
     monkeypatch.setattr(merge_module, "MAX_HELD", 8 * 1024 * 1024, raising=False)
     body = Endless()
     serve(upstream, httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body))
