@@ -40,23 +40,22 @@ def fields(apps):
 
 
 def add_columns(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        for statement in ADD_SQLITE:
-            schema_editor.execute(statement)
-    else:
-        entry, made = fields(apps)
-        for field in made:
-            schema_editor.add_field(entry, field)
+    _columns(apps, schema_editor, ADD_SQLITE, schema_editor.add_field)
 
 
 def drop_columns(apps, schema_editor):
+    _columns(apps, schema_editor, DROP_SQLITE, schema_editor.remove_field)
+
+
+def _columns(apps, schema_editor, sqlite: list[str], change) -> None:
+    """In place on SQLite (its statements), else as the schema editor does it (`change`)."""
     if schema_editor.connection.vendor == "sqlite":
-        for statement in DROP_SQLITE:
+        for statement in sqlite:
             schema_editor.execute(statement)
     else:
         entry, made = fields(apps)
         for field in made:
-            schema_editor.remove_field(entry, field)
+            change(entry, field)
 
 
 def text_size(entry) -> int:
