@@ -3,8 +3,10 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.contrib.auth.password_validation import password_validators_help_text_html, validate_password
 
 from accounts import services
+from accounts.services import resets
 
 # the search options a person can preset here and pick per search (search.forms uses them too)
 MODES = [("auto", "Auto (quick)"), ("pro", "Pro search"), ("research", "Deep research")]
@@ -171,3 +173,74 @@ class AgentTokenForm(forms.Form):
         help_text="Which agent will use it, e.g. “laptop scripts” or “Open WebUI”. Its answers say so.",
         error_messages={"required": "Give the token a name, such as the agent that will use it."},
     )
+
+
+class RemoveMemberForm(forms.Form):
+    """What happens to a member's history when the owner removes them."""
+
+    history = forms.ChoiceField(
+        label="Their history",
+        widget=forms.RadioSelect,
+        initial="keep",
+        error_messages={"required": "Choose whether to keep or delete their history."},
+    )
+
+    def __init__(self, *args, name: str = "", conversations: int = 0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        many = f"{conversations} conversation{'' if conversations == 1 else 's'}"
+        move = "moves to your history, marked" if conversations == 1 else "move to your history, each marked"
+        self.fields["history"].choices = [
+            ("keep", f"Keep it: their {many} {move} “from {name}”."),
+            (
+                "delete",
+                f"Delete it: their {many}, with their answers, images and files. This cannot be undone.",
+            ),
+        ]
+
+    @property
+    def keep(self) -> bool:
+        return self.cleaned_data["history"] == "keep"
+
+
+RESET_MINUTES = int(resets.RESET_VALID.total_seconds() // 60)
+
+
+class ResetForm(forms.Form):
+    """A member's new password, with the one-time code the owner gave them."""
+
+    username = forms.CharField(
+        label="User name",
+        max_length=150,
+        widget=forms.TextInput(
+            attrs={"autocomplete": "username", "autofocus": True, "autocapitalize": "none"}
+        ),
+    )
+    code = forms.CharField(
+        label="Code from the owner",
+        max_length=64,
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autocapitalize": "characters"}),
+        help_text=f"Like K7QX-M2PD-9HTR; valid once, for {RESET_MINUTES} minutes after the owner made it.",
+    )
+    new_password1 = forms.CharField(
+        label="New password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=password_validators_help_text_html(),
+    )
+    new_password2 = forms.CharField(
+        label="New password again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        first, second = data.get("new_password1"), data.get("new_password2")
+        if first and second and first != second:
+            self.add_error("new_password2", "The two passwords differ.")
+        elif first:
+            try:
+                validate_password(first, user=resets.user_for(data.get("username") or ""))
+            except forms.ValidationError as exc:
+                self.add_error("new_password1", exc)
+        return data

@@ -147,3 +147,19 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"agent token {self.name} of {self.user}"
+
+
+class PasswordReset(models.Model):
+    """A one-time code the owner made for a household member who forgot their password
+    (accounts.services.resets): its hash only, valid once, until `expires`, for a few tries."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="password_reset"
+    )
+    code_hash = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    tries = models.PositiveSmallIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"password reset of {self.user}"

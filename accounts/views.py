@@ -4,21 +4,23 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model, login
+from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, user_passes_test
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.timesince import timesince
+from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts import ratelimit, services, signin
+from accounts import household, ratelimit, services, signin
 from accounts.forms import (
+    RESET_MINUTES,
     AgentTokenForm,
     ApiKeyForm,
     CodeForm,
@@ -26,20 +28,21 @@ from accounts.forms import (
     DefaultsForm,
     EmailForm,
     MemberForm,
-    QuotaForm,
+    RemoveMemberForm,
+    ResetForm,
     SetupForm,
     SignInForm,
     TotpForm,
 )
 from accounts.models import LinkAttempt, PerplexityAccount, SearchDefaults
-from accounts.services import agent_tokens
+from accounts.services import agent_tokens, resets
+from accounts.services.credentials import RELINK
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
-from search import storage
+from search import members, storage
 from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
-User = get_user_model()
 
 
 @method_decorator(sensitive_post_parameters("password"), name="dispatch")
@@ -155,12 +158,14 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         or DefaultsForm(initial=defaults.as_initial(), choices=choices, tier=account.tier if account else ""),
         "link_error": forms.get("link_error", ""),
         "show_fallback": forms.get("show_fallback", False) or bool(account and account.status == "blocked"),
+        # the sentence searches end with says "Re-link in Settings": here the way is just below
+        "status_reason": account.status_reason.replace(RELINK, " Re-link below.") if account else "",
         "member_form": forms.get("member_form") or MemberForm(),
         "agent_tokens": [(t, _ago(t.last_used)) for t in agent_tokens.tokens_of(user)],
         "token_form": forms.get("token_form") or AgentTokenForm(),
         "new_token": forms.get("new_token"),
         "site": request.build_absolute_uri("/").rstrip("/"),
-        "members": _household(user, forms.get("quota_form")) if _is_owner(user) else [],
+        "members": household.rows(user) if _is_owner(user) else [],
         "storage": storage.usage(user.pk).shown(),
         "is_owner": _is_owner(user),
         "doctor": doctor.last() if _is_owner(user) else None,
@@ -170,20 +175,6 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
     }
     context.update(library_display.context(user), library_csrf=get_token(request))
     return render(request, "accounts/settings.html", context, status=status)
-
-
-def _household(owner, failed: tuple[int, QuotaForm] | None) -> list[dict]:
-    """Everyone who signs in here, the owner first, with what they keep and their quota's form
-    (`failed`: a form sent back with its error, for that person)."""
-    people = []
-    for person in [owner, *services.household(owner)]:
-        usage = storage.usage(person.pk).shown()
-        form = QuotaForm(initial={"megabytes": usage["megabytes"]})
-        if failed and failed[0] == person.pk:
-            form = failed[1]
-        form.fields["megabytes"].widget.attrs["aria-label"] = f"Storage quota of {person.get_username()} (MB)"
-        people.append({"person": person, "storage": usage, "quota_form": form})
-    return people
 
 
 @require_http_methods(["GET", "POST"])
@@ -303,21 +294,6 @@ def search_defaults(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-def set_quota(request: HttpRequest, member_id: int) -> HttpResponse:
-    """The owner sets what a person (themselves too) may keep here."""
-    if not _is_owner(request.user):
-        raise Http404
-    person = get_object_or_404(User, pk=member_id)
-    form = QuotaForm(request.POST)
-    if not form.is_valid():
-        return _render_settings(request, status=400, quota_form=(person.pk, form))
-    storage.set_quota(person.pk, form.cleaned_data["megabytes"])
-    said = storage.size_text(form.cleaned_data["megabytes"] * storage.MB)
-    messages.success(request, f"{person.get_username()} may now keep {said} here.")
-    return redirect(f"{reverse('accounts:settings')}#household")
-
-
-@require_POST
 def agents(request: HttpRequest) -> HttpResponse:
     """Make a token (shown on the page this once, never stored), or revoke one."""
     if "revoke" in request.POST:
@@ -340,11 +316,93 @@ def agents(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_POST
+def _member(request: HttpRequest, member_id: int):
+    member = services.member_of(request.user, member_id)
+    if member is None:
+        raise Http404("No such member of the household.")
+    return member
+
+
 @user_passes_test(_is_owner)
+@require_http_methods(["GET", "POST"])
 def remove_member(request: HttpRequest, member_id: int) -> HttpResponse:
-    name = services.remove_member(request.user, member_id)
-    if name is None:
-        raise Http404
-    messages.success(request, f"{name} was removed, with their history.")
-    return redirect("accounts:settings")
+    """Remove a member: GET asks (what they have here, keep or delete their history), POST does."""
+    member = _member(request, member_id)
+    holdings = members.holdings(member)
+    name = member.get_username()
+    form = RemoveMemberForm(request.POST or None, name=name, conversations=holdings.conversations)
+    if request.method == "POST" and form.is_valid():
+        removed = members.remove_member(request.user, member_id, keep_history=form.keep)
+        if removed is None:
+            raise Http404("No such member of the household.")
+        messages.success(request, _removed_sentence(removed))
+        return redirect(f"{reverse('accounts:settings')}#household")
+    context = {"member": member, "holdings": holdings, "form": form}
+    return render(request, "accounts/remove_member.html", context)
+
+
+def _removed_sentence(removed: members.Removed) -> str:
+    many = f"{removed.conversations} conversation{'' if removed.conversations == 1 else 's'}"
+    if removed.kept:
+        verb = "is" if removed.conversations == 1 else "are"
+        return (
+            f"{removed.name} was removed. Their {many} {verb} in your history, marked “from {removed.name}”."
+        )
+    return f"{removed.name} was removed, with their {many}."
+
+
+@never_cache
+@user_passes_test(_is_owner)
+@require_POST
+def member_password(request: HttpRequest, member_id: int) -> HttpResponse:
+    """A one-time code for a member who forgot their password, shown once to the owner (the
+    page is not cached); `cancel` voids the code instead."""
+    member = _member(request, member_id)
+    if "cancel" in request.POST:
+        if resets.cancel(member):
+            messages.success(request, f"The reset code for {member.get_username()} no longer works.")
+        return redirect(f"{reverse('accounts:settings')}#household")
+    issued = resets.issue(member)
+    context = {"member": member, "issued": issued, "minutes": RESET_MINUTES}
+    return render(request, "accounts/reset_code.html", context)
+
+
+@never_cache
+@login_not_required
+@sensitive_post_parameters("code", "new_password1", "new_password2")
+@require_http_methods(["GET", "POST"])
+def reset(request: HttpRequest) -> HttpResponse:
+    """A member sets a new password with the owner's one-time code, and is signed in."""
+    if request.user.is_authenticated:
+        return redirect("accounts:password")
+    form = ResetForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        if wait := _reset_limited(request, data["username"]):
+            form.add_error(None, f"Too many tries. Try again {wait}.")
+            status = 429
+        else:
+            try:
+                person = resets.redeem(data["username"], data["code"], data["new_password1"])
+            except resets.ResetRefused as exc:
+                form.add_error("code", exc.message)
+            else:
+                sockets.tell(person.pk)  # their pages open elsewhere ask them to sign in again
+                login(request, person, backend="django.contrib.auth.backends.ModelBackend")
+                messages.success(request, "Your new password is set, and you are signed in.")
+                return redirect("search:home")
+    return render(request, "accounts/reset.html", {"form": form}, status=status)
+
+
+def _reset_limited(request: HttpRequest, username: str) -> str:
+    """When the next try is allowed ("in 12 minutes"), or "" now: the sign-in's limits, per
+    address and per user name, with buckets of their own."""
+    for scope, value, capacity in (
+        ("reset-ip", client_ip(request), settings.LOGIN_RATE_PER_IP),
+        ("reset-user", username.strip().lower()[:150], settings.LOGIN_RATE_PER_USER),
+    ):
+        verdict = ratelimit.take(scope, value, capacity, HOUR)
+        if not verdict.allowed:
+            return verdict.wait_text
+    return ""

@@ -91,6 +91,14 @@ def env_choice(env: Environ, name: str, default: str, choices: tuple[str, ...]) 
     return value
 
 
+def env_name(env: Environ, name: str) -> str:
+    """A short name (letters, digits, `.`, `_`, `-`; at most 64), or "" when unset."""
+    value = env.get(name, "").strip()
+    if value and not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", value):
+        raise ConfigError(f"{name} takes letters, digits, '.', '_' and '-' (at most 64); got {value[:80]!r}.")
+    return value
+
+
 def env_url(env: Environ, name: str, default: str) -> str:
     value = env.get(name, default).strip().rstrip("/")
     parts = urlsplit(value)

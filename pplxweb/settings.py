@@ -21,6 +21,7 @@ from pplxweb.env import (
     env_float,
     env_int,
     env_list,
+    env_name,
     env_networks,
     env_origins,
     env_url,
@@ -31,6 +32,7 @@ from pplxweb.env import (
 ENV = os.environ
 BASE_DIR = Path(__file__).resolve().parent.parent
 VERSION = __version__
+BUILD = env_name(ENV, "PPLXWEB_BUILD")  # unset: a fingerprint of the code (pplxweb/build.py)
 
 DATA_DIR = data_dir(ENV, BASE_DIR)
 # On every start: umask 077, the data dir 0700 and all in it private, or a refusal naming it

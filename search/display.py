@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from django.template.loader import render_to_string
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
+from search import citations, clarifications, rendered
 from search.attachments import listed
+from search.chips import source_info
 from search.markdown_links import safe_links
 from search.model_names import model_name
 from search.models import Entry
@@ -28,26 +30,18 @@ def model_label(slug: str, models: dict | None = None) -> str:
     return model_name(slug, catalogue_models() if models is None else models)
 
 
-CITATION = re.compile(r"\[(\d{1,3})\]")
-
-
 def answer_markdown(entry: Entry) -> str:
     """One answer as the Markdown export writes it: citations as footnotes, sources under it."""
     return with_footnotes(entry.answer, entry.sources)
 
 
 def with_footnotes(text: str, sources: list) -> str:
-    """Markdown whose citations ([3]) are footnotes ([^3]), with the sources listed under it;
-    links other than http(s) and mailto, and raw HTML, made harmless (search/markdown_links.py)."""
+    """Markdown whose citations ([3]) are footnotes ([^3]: LaTeX and code as they are), with the
+    sources listed under it; links other than http(s) and mailto, and raw HTML, made harmless
+    (search/markdown_links.py)."""
     notes = footnotes(sources)
-    return safe_links("\n\n".join(part for part in (footnoted(text, len(sources)), notes) if part))
-
-
-def footnoted(text: str, count: int) -> str:
-    """The citations of `text` that name one of `count` sources as footnote marks."""
-    return CITATION.sub(
-        lambda m: f"[^{m.group(1)}]" if 1 <= int(m.group(1)) <= count else m.group(0), text
-    ).strip()
+    cited = citations.as_footnotes(text, len(sources)).strip()
+    return safe_links("\n\n".join(part for part in (cited, notes) if part))
 
 
 def footnotes(sources: list) -> str:
@@ -59,25 +53,51 @@ def footnotes(sources: list) -> str:
     )
 
 
+def answer_html_copy(entry: Entry, cited: bool = True) -> str:
+    """One answer as HTML for the clipboard (a mail, a document): its rendered Markdown with
+    citations as numbers and the sources as a numbered list under it; `cited=False`: the text
+    alone. Math stays MathML (word processors take it); Copy's text/plain keeps the LaTeX."""
+    if not cited:
+        return render_answer(citations.without(entry.answer, len(entry.sources)), copy=True)
+    html = render_answer(entry.answer, entry.sources, copy=True)
+    items = [source_info(n, s) for n, s in enumerate(entry.sources, start=1)]
+    listed = "".join(
+        f'<li><a href="{escape(i["url"])}">{escape(i["title"])}</a></li>'
+        if i["url"]
+        else f"<li>{escape(i['title'])}</li>"
+        for i in items
+    )
+    return html + (f"<p><strong>Sources</strong></p><ol>{listed}</ol>" if items else "")
+
+
+def duration(ms: int | None) -> str | None:
+    """A duration as the page says it: "4.2 s", or "40 ms" under a tenth of a second (a first
+    word can come within 50 ms, and "0.0 s" read as none); None when not measured."""
+    if ms is None:
+        return None
+    return f"{ms}\u00a0ms" if ms < 100 else f"{ms / 1000:.1f}\u00a0s"
+
+
 def entry_context(entry: Entry) -> dict:
-    report_html, report_toc = render_report(entry.report, entry.sources) if entry.report else ("", [])
+    html = rendered.html(entry)
     return {
-        "report_html": report_html,
-        "report_toc": report_toc,
+        "report_html": mark_safe(html.report),  # noqa: S308 - search.render's output, stored
+        "report_toc": html.toc,
         "entry": entry,
         "model": model_label(entry.model),
-        "answer_html": render_answer(entry.answer, entry.sources),
-        "sources_html": render_sources(entry.sources),
+        "answer_html": mark_safe(html.answer),  # noqa: S308 - search.render's output, stored
+        "sources_html": render_sources(entry.sources, rendered.source_refs(entry.pk)),
         "started_ms": int(entry.created.timestamp() * 1000),
-        "seconds": round(entry.done_ms / 1000, 1) if entry.done_ms else None,
-        "first_text": round(entry.first_text_ms / 1000, 1) if entry.first_text_ms else None,
+        "seconds": duration(entry.done_ms),
+        "first_text": duration(entry.first_text_ms),
         "attachments": listed(entry),
+        "clarified": clarifications.shown(entry.clarifications),
     }
 
 
 def report_context(entry_id: int, markdown: str, sources, running: bool) -> dict:
     """What the live report fragment draws (templates/search/report_fragment.html)."""
-    html, toc = render_report(markdown, sources) if markdown else ("", [])
+    html, toc = render_report(markdown, sources, rendered.source_refs(entry_id)) if markdown else ("", [])
     return {"entry_id": entry_id, "report_html": html, "toc": toc, "running": running, "oob": True}
 
 

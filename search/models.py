@@ -49,6 +49,8 @@ class Thread(models.Model):
     import_job = models.ForeignKey(
         ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # the household member it came from, when the owner kept a removed member's history
+    kept_from = models.CharField(max_length=150, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["user", "-updated"])]
@@ -84,6 +86,8 @@ class Entry(models.Model):
     steps = models.JSONField(default=list)
     # generated images: [{n, caption, width, height, file | error}], files in search.images.folder()
     images = models.JSONField(default=list, blank=True)
+    # a research run's clarifying questions and what became of them (search/clarifications.py)
+    clarifications = models.JSONField(default=list, blank=True)
     model_asked = models.CharField(max_length=80, blank=True)
     model = models.CharField(max_length=80, blank=True)
     downgraded = models.BooleanField(default=False)
@@ -96,6 +100,11 @@ class Entry(models.Model):
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     runner = models.CharField(max_length=120, blank=True)  # host:pid of the process running it
+    # the import that wrote it into a conversation that was already here (a new conversation's
+    # entries go with their thread's import_job); removed with it if the import is cut short
+    import_job = models.ForeignKey(
+        ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created = models.DateTimeField(auto_now_add=True)
     heartbeat = models.DateTimeField(null=True, blank=True)
     first_byte_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -116,8 +125,10 @@ class Entry(models.Model):
             models.Index(fields=["user", "created"], name="search_entry_user_created"),
             # the library import's "is this turn here?" (upstream ids are unique per person)
             models.Index(fields=["user", "backend_uuid"], name="search_entry_user_upstream"),
-            # History's model list: each model of a person's answers, one index seek apiece
-            models.Index(fields=["user", "model"], name="search_entry_user_model"),
+            # History's model list (each model of a person's answers, one index seek apiece), and
+            # a search filtered by model or status: its newest matches, not a walk through every entry
+            models.Index(fields=["user", "model", "created"], name="search_entry_user_model_at"),
+            models.Index(fields=["user", "status", "created"], name="search_entry_user_status"),
             # what a person keeps (search.storage), summed from the index alone
             models.Index(fields=["user", "import_bytes", "image_bytes"], name="search_entry_user_kept"),
         ]
@@ -262,3 +273,17 @@ def thread_for(user, pk: int) -> Thread:
 def entry_for(user, pk: int) -> Entry:
     """Someone's own entry, or 404."""
     return get_object_or_404(Entry, pk=pk, thread__user=user)
+
+
+class Rendered(models.Model):
+    """An entry's answer and report as the page shows them, rendered once (search/rendered.py):
+    valid while `key` matches the entry's text, sources and the renderer's version."""
+
+    entry = models.OneToOneField(Entry, on_delete=models.CASCADE, primary_key=True, related_name="rendered")
+    key = models.CharField(max_length=40)
+    answer = models.TextField(blank=True)
+    report = models.TextField(blank=True)
+    toc = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"rendered entry {self.entry_id}"

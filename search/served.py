@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.http import FileResponse, HttpResponseBase
+from django.utils.http import content_disposition_header
 
 from search.images import kind_of
 
@@ -53,6 +54,7 @@ def stored_file(
 
 
 def download(response: HttpResponseBase, filename: str) -> HttpResponseBase:
-    """A file pplxweb made (an export) as a download named `filename` (ASCII, no quotes)."""
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    """A file pplxweb made (an export) as a download named `filename` (any characters: Django
+    writes the `filename*` form a browser needs for them)."""
+    response["Content-Disposition"] = content_disposition_header(True, filename)
     return hardened(response)

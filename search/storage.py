@@ -30,7 +30,7 @@ FULL = (
     "(or files you asked about), or ask the owner for more room."
 )
 TEXT_FIELDS = ("question", "answer", "report", "error")
-LIST_FIELDS = ("sources", "related", "steps")
+LIST_FIELDS = ("sources", "related", "steps", "clarifications")
 
 
 class Full(Exception):

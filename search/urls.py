@@ -23,6 +23,7 @@ urlpatterns = [
     path("entry/<entry_id:pk>/reask/", views.reask, name="reask"),
     path("entry/<entry_id:pk>/image/<int:n>/", history_views.image, name="image"),
     path("entry/<entry_id:pk>/answer.md", history_views.entry_markdown, name="entry_markdown"),
+    path("entry/<entry_id:pk>/answer.html", history_views.entry_copy_html, name="entry_copy_html"),
     path("entry/<entry_id:pk>/report.md", history_views.entry_report, name="entry_report"),
     path("attachments/", attachment_views.attach, name="attach"),
     path("attachment/<attachment_id:pk>/", attachment_views.download, name="attachment"),

@@ -36,12 +36,26 @@ document.addEventListener("keydown", (event) => {
 });
 
 // Past questions are looked up only for text a lookup takes (a long paste would make an address
-// longer than the server reads, and a request that fails).
+// longer than the server reads, and a request that fails), and not for the question just asked:
+// "You asked this before" goes when it is asked, and a lookup that set out before that is dropped.
+let asked = { text: null, at: 0 };
 document.addEventListener("htmx:beforeRequest", (event) => {
   const q = event.detail.elt;
-  if (q.id !== "id_q" || !q.dataset.suggestMax || q.value.length <= Number(q.dataset.suggestMax)) return;
+  if (q.id !== "id_q" || !q.dataset.suggestMax) return;
+  event.detail.xhr.startedAt = Date.now();
+  if (q.value.length <= Number(q.dataset.suggestMax) && q.value !== asked.text) return;
   event.preventDefault();
   document.getElementById("suggestions")?.replaceChildren();
+});
+document.addEventListener("submit", (event) => {
+  if (event.target.id !== "search-form") return;
+  asked = { text: event.target.elements.q.value, at: Date.now() };
+  document.getElementById("suggestions")?.replaceChildren();
+}, true);
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.target?.id === "suggestions" && !(event.detail.xhr.startedAt > asked.at)) {
+    event.detail.shouldSwap = false;
+  }
 });
 
 // a chip and its card: one source's link, or the group of sources cited together
@@ -139,38 +153,6 @@ document.addEventListener("htmx:wsOpen", () => {
     delete live.dataset.autoask;
     form.requestSubmit();
   }
-});
-
-// --- the live connection, lost and found again ---------------------------------------------------
-// A socket closed with 4012 may have missed updates (the server lost its connection to Redis,
-// pplxweb/sockets.py; its sentence is in #live-notice). Reopen it, soon and then less often,
-// and rejoin the conversation's running answers: the server sends their whole state again.
-const LAYER_LOST = 4012;
-let reopenAfter = 1000;
-let settled = null;
-document.addEventListener("htmx:wsClose", (event) => {
-  clearTimeout(settled);
-  const closed = event.detail.event;
-  if (!closed || closed.code !== LAYER_LOST) return;
-  const elt = event.target;
-  const socket = event.detail.socketWrapper;
-  elt.dataset.reopened = "1";
-  setTimeout(() => { if (elt.isConnected) socket.reconnect(); }, reopenAfter);
-  reopenAfter = Math.min(reopenAfter * 2, 10000);
-});
-document.addEventListener("htmx:wsOpen", (event) => {
-  const elt = event.target;
-  if (!elt.dataset || !elt.dataset.reopened) return;
-  // a page that started its conversation here has the thread only in the form, not in the socket's URL
-  const thread = document.querySelector('#thread-link input[name="thread"]');
-  if (!(elt.getAttribute("ws-connect") || "").includes("thread=") && thread && thread.value) {
-    event.detail.socketWrapper.send(JSON.stringify({ action: "watch", thread: thread.value }));
-  }
-  settled = setTimeout(() => { // still open: found again
-    delete elt.dataset.reopened;
-    reopenAfter = 1000;
-    document.getElementById("live-notice")?.replaceChildren();
-  }, 2000);
 });
 
 // --- numbered updates --------------------------------------------------------------------------
@@ -273,6 +255,7 @@ window.addEventListener("keydown", (event) => {
   if (["ArrowUp", "PageUp", "Home"].includes(event.key) && !event.target.closest("textarea, input, select")) following = null;
 });
 
+let trailing = false; // since "Answer still arriving ↓": the newest text stays in view, past the question too
 const follow = () => {
   if (!following || !following.isConnected) return;
   if (!following.querySelector("button.stop")) following = null; // it ended
@@ -281,8 +264,33 @@ const follow = () => {
   const bottom = entry.getBoundingClientRect().bottom + formHeight() + 12 - window.innerHeight;
   const top = entry.getBoundingClientRect().top - 12;
   // keep the newest text in view, but never scroll the question off while there is room
-  if (bottom > 0 && top > 0) scrollTo(window.scrollY + Math.min(bottom, top));
+  if (bottom > 0 && (top > 0 || trailing)) scrollTo(window.scrollY + (trailing ? bottom : Math.min(bottom, top)));
 };
+
+// While an answer runs below what is on the screen (scrolled up, or grown past it), "Answer still
+// arriving ↓" above the box jumps to its newest text and follows it again.
+const latestRunning = () => [...document.querySelectorAll("#entries article.entry")]
+  .filter((entry) => entry.querySelector(".entry-status button.stop")).pop(); // (static/live.js too)
+const showArriving = () => {
+  const pill = document.getElementById("still-arriving");
+  if (!pill) return;
+  const entry = latestRunning();
+  const below = entry && entry.getBoundingClientRect().bottom > window.innerHeight - formHeight() + 48; // more than its margin
+  pill.hidden = !below || (following === entry && trailing);
+};
+let arrivingFrame = 0;
+const showArrivingSoon = () => {
+  if (!arrivingFrame) arrivingFrame = requestAnimationFrame(() => { arrivingFrame = 0; showArriving(); });
+};
+window.addEventListener("scroll", showArrivingSoon, { passive: true });
+window.addEventListener("resize", showArrivingSoon, { passive: true });
+document.addEventListener("click", (event) => {
+  if (!event.target.closest("#still-arriving")) return;
+  following = latestRunning() || null;
+  trailing = Boolean(following);
+  follow();
+  showArriving();
+});
 
 document.addEventListener("htmx:wsAfterMessage", () => {
   // The first answer of a new conversation gets its own address.
@@ -303,9 +311,11 @@ document.addEventListener("htmx:wsAfterMessage", () => {
       if (label) label.textContent = "Ask a follow-up";
       counter();
     }
-    if (entry) { following = entry; showEntry(entry); }
+    if (entry) { following = entry; trailing = false; showEntry(entry); }
   }
+  if (!following) trailing = false;
   follow();
+  showArrivingSoon();
   decorate();
   announce();
 });
@@ -327,21 +337,60 @@ const announce = () => {
 
 // --- copying -----------------------------------------------------------------------------------
 
-const copyText = async (text) => {
-  // The Clipboard API exists only on https and localhost: a LAN address falls back.
-  if (navigator.clipboard && window.isSecureContext) {
-    await navigator.clipboard.writeText(text);
-    return;
-  }
+// Text by execCommand: where the Clipboard API is missing (it exists only on https and
+// localhost: a LAN address has none). The copy event puts the HTML beside the text, when given.
+const copyByCommand = (text, html) => {
+  const put = (event) => {
+    event.clipboardData.setData("text/plain", text);
+    if (html) event.clipboardData.setData("text/html", html);
+    event.preventDefault();
+  };
   const area = document.createElement("textarea");
   area.value = text;
   area.setAttribute("readonly", "");
   area.className = "visually-hidden";
   document.body.append(area);
   area.select();
+  document.addEventListener("copy", put);
   const ok = document.execCommand("copy");
+  document.removeEventListener("copy", put);
   area.remove();
   if (!ok) throw new Error("copy refused");
+};
+
+const copyText = async (text) => {
+  if (navigator.clipboard && window.isSecureContext) {
+    await navigator.clipboard.writeText(text);
+    return;
+  }
+  copyByCommand(text, "");
+};
+
+// Both kinds at once: a mail or a document takes the HTML (formatting, sources as a list), a
+// plain text field the Markdown. The clipboard item is made in the click itself, with the
+// fetches as promises, so the browser still counts the copy as the person's act.
+const copyBoth = async (textUrl, htmlUrl) => {
+  const fetched = (url) => fetch(url, { credentials: "same-origin" }).then((response) => {
+    if (!response.ok) throw new Error(String(response.status));
+    return response.text();
+  });
+  const text = fetched(textUrl);
+  const html = fetched(htmlUrl);
+  html.catch(() => {});  // the text's failure is the one reported
+  if (navigator.clipboard && window.isSecureContext && window.ClipboardItem) {
+    const blob = (promise, type) => promise.then((body) => new Blob([body], { type }));
+    try {
+      await navigator.clipboard.write([new ClipboardItem({
+        "text/plain": blob(text, "text/plain"), "text/html": blob(html, "text/html"),
+      })]);
+      return;
+    } catch (error) {
+      await text;  // a failed fetch is the error to report; else the text alone, below
+    }
+    await navigator.clipboard.writeText(await text);
+    return;
+  }
+  copyByCommand(await text, await html.catch(() => ""));
 };
 
 const said = (button, text) => {
@@ -367,14 +416,19 @@ document.addEventListener("click", async (event) => {
   try { await copyText(field.value); said(button, "Copied"); } catch { said(button, "Copy failed"); }
 });
 
-// "Copy": the answer's Markdown from the server (sources as footnotes), or without citations.
+// "Copy": the answer from the server as Markdown (sources as footnotes) and, where the button
+// names it, as HTML (sources as a list); or either without citations.
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("[data-copy][data-url]");
   if (!button) return;
   try {
-    const response = await fetch(button.dataset.url, { credentials: "same-origin" });
-    if (!response.ok) throw new Error(String(response.status));
-    await copyText(await response.text());
+    if (button.dataset.html) {
+      await copyBoth(button.dataset.url, button.dataset.html);
+    } else {
+      const response = await fetch(button.dataset.url, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(String(response.status));
+      await copyText(await response.text());
+    }
     said(button, "Copied");
   } catch {
     said(button, "Copy failed");
@@ -425,7 +479,7 @@ setInterval(() => {
     el.textContent = String(left);
     if (left === 0) {
       el.closest(".clarify")?.replaceChildren(Object.assign(document.createElement("p"), {
-        className: "muted small", textContent: "No answer came in time: the research went on by itself.",
+        className: "muted small clarify-ended", textContent: "No answer came in time: the research went on by itself.",
       }));
     }
   }

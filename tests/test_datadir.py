@@ -59,8 +59,9 @@ def mode(path: Path) -> int:
 
 @pytest.fixture
 def open_place():
-    """A folder any user may enter (as a home or /srv is), for a data dir inside it."""
-    place = Path(tempfile.mkdtemp(prefix="pplxweb-datadir-"))
+    """A folder any user may enter (as a home or /srv is), for a data dir inside it: in /tmp
+    itself (this process's temporary folder is the test data dir's, which nobody else enters)."""
+    place = Path(tempfile.mkdtemp(prefix="pplxweb-datadir-", dir="/tmp"))
     place.chmod(0o755)
     yield place
     shutil.rmtree(place, ignore_errors=True)

@@ -29,8 +29,8 @@ from accounts.services.people import (
     ensure_owner_from_env,
     household,
     issue_setup_code,
+    member_of,
     needs_setup,
-    remove_member,
     setup_code_matches,
 )
 
@@ -38,8 +38,8 @@ __all__ = [
     "Credential", "LinkError", "ModelChoice", "NoCredential", "SetupClosed", "add_member",
     "catalogue", "create_owner", "credentials_for", "credentials_for_many", "ensure_owner_from_env",
     "household", "issue_setup_code", "keep_rotated_cookies", "labelled", "link_with_cookies", "make_client",
-    "model_choices", "needs_setup",
-    "record_search", "refresh_catalogue", "remove_api_key", "remove_member", "set_api_key",
+    "member_of", "model_choices", "needs_setup",
+    "record_search", "refresh_catalogue", "remove_api_key", "set_api_key",
     "set_shared", "setup_code_matches", "start_link", "test_connection", "unlink",
     "verify_code", "verify_totp",
 ]  # fmt: skip

@@ -69,6 +69,36 @@ def credentials_for_many(users: list) -> dict[int, Credential | None]:
     return chosen
 
 
+RELINK = " Re-link in Settings."
+
+
+def link_notice(user, chosen: Credential | None) -> tuple[str, str]:
+    """What the search page says when the link `user`'s searches rely on has a problem: (the
+    sentence, the words of its link to Settings), or ("", "") when all is well. `chosen`: the
+    credential their searches use now (credentials_for_many)."""
+    own = PerplexityAccount.objects.filter(user=user).first()
+    if own is not None and own.linked and own.status != PerplexityAccount.Status.OK:
+        if own.status == PerplexityAccount.Status.BLOCKED:
+            return own.status_reason or "Perplexity's Cloudflare check blocked this server.", "Open Settings"
+        sentence = (own.status_reason or "Perplexity did not accept your linked session.").removesuffix(
+            RELINK
+        )
+        meanwhile = {"shared": " Until then you search with the owner's shared link.",
+                     "api_key": " Until then you search with your API key."}  # fmt: skip
+        return sentence + meanwhile.get(chosen.kind if chosen else "", ""), "Re-link in Settings"
+    if chosen is None and not user.is_superuser:
+        broken = PerplexityAccount.objects.filter(
+            shared=True, user__is_superuser=True, status=PerplexityAccount.Status.NEEDS_ATTENTION
+        )
+        if broken.exists():
+            return (
+                "The owner's shared Perplexity link needs attention: ask the owner to re-link it, "
+                "or link your own.",
+                "Open Settings",
+            )
+    return "", ""
+
+
 def record_search(user, credential: Credential, cookies: dict | None = None) -> None:
     """After a search: when, with what, and the session cookie as Perplexity rotated it."""
     now = timezone.now()
@@ -89,6 +119,8 @@ def keep_rotated_cookies(account: PerplexityAccount, before: dict, after: dict |
     import json
 
     if after and after != before:
-        fresh = PerplexityAccount.objects.get(pk=account.pk)
+        fresh = PerplexityAccount.objects.filter(pk=account.pk).first()
+        if fresh is None:  # its person was removed meanwhile
+            return
         fresh.session = json.dumps({**fresh.session_data(), "cookies": after})
         fresh.save(update_fields=["session"])

@@ -15,8 +15,6 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
 
-from pplxweb import sockets
-
 log = logging.getLogger(__name__)
 User = get_user_model()
 
@@ -47,7 +45,8 @@ def issue_setup_code() -> str:
     return code
 
 
-def _normalise(code: str) -> str:
+def normalise(code: str) -> str:
+    """A typed code as compared: letters and digits only, upper case."""
     return "".join(ch for ch in code.upper() if ch.isalnum())
 
 
@@ -56,8 +55,8 @@ def setup_code_matches(code: str) -> bool:
         expected = _setup_code_path().read_text().strip()
     except OSError:
         return False
-    given = _normalise(code)[:64]
-    return bool(expected) and hmac.compare_digest(given.encode(), _normalise(expected).encode())
+    given = normalise(code)[:64]
+    return bool(expected) and hmac.compare_digest(given.encode(), normalise(expected).encode())
 
 
 def create_owner(username: str, password: str) -> AbstractBaseUser:
@@ -104,18 +103,6 @@ def add_member(username: str, password: str) -> AbstractBaseUser:
     return User.objects.create_user(username=username, password=password)
 
 
-def remove_member(owner: AbstractBaseUser, member_id: int) -> str | None:
-    """Remove a household member (never the owner); returns their name, or None if not found."""
-    member = User.objects.filter(pk=member_id, is_superuser=False).exclude(pk=owner.pk).first()
-    if member is None:
-        return None
-    name = member.get_username()
-    from search.attachments import disk  # (search may use accounts, not the other way at import)
-    from search.images import sweep  # their answers went with them, and so do the images kept
-
-    files = disk.stored_of_person(member.pk)  # and their files, unless another's rows share them
-    member.delete()
-    transaction.on_commit(lambda: sockets.tell(member_id))  # their open sockets close
-    transaction.on_commit(sweep)
-    transaction.on_commit(lambda: disk.remove_stored(files))
-    return name
+def member_of(owner: AbstractBaseUser, member_id: int) -> AbstractBaseUser | None:
+    """A household member of `owner` (never the owner, never another owner), or None."""
+    return User.objects.filter(pk=member_id, is_superuser=False).exclude(pk=owner.pk).first()

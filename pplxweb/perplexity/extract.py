@@ -8,7 +8,7 @@ from typing import Any
 
 from pplxweb.perplexity.merge import Snapshot
 from pplxweb.perplexity.progress import Image, Step, images, steps
-from pplxweb.perplexity.research import Question, is_research, question, report
+from pplxweb.perplexity.research import Asked, Question, clarifying, is_research, question, report
 from pplxweb.perplexity.sources import Source, sources
 from pplxweb.perplexity.values import as_list, as_str, cut_text, decode
 
@@ -28,6 +28,7 @@ class Result:
     answer: str = ""  # for a Deep Research run, its cover note
     report: str = ""  # a Deep Research run's report (Markdown), "" when there is none
     question: Question | None = None  # a clarifying question the run waits on
+    clarifying: tuple[Asked, ...] = ()  # every clarifying step of a research run, waiting or not
     research: bool = False
     sources: list[Source] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
@@ -65,6 +66,7 @@ def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Resu
         answer="" if processing_error(snapshot) else cut_text(_answer(snapshot, final, research)),
         report=report(snapshot, text_steps),
         question=question(snapshot, text_steps) if research and status == "running" else None,
+        clarifying=clarifying(snapshot, text_steps) if research else (),
         research=research,
         sources=sources(snapshot, final),
         related=_related(top),

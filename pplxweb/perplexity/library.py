@@ -289,6 +289,7 @@ class Turn:
     title: str = ""
     status: str = "completed"  # or "failed": Perplexity kept no answer
     report_asset: tuple[str, str] | None = None  # (asset uuid, its stored link) of a report file
+    clarifying: tuple = ()  # a research turn's clarifying steps (research.Asked)
 
 
 def parse_turn(raw: dict) -> Turn:
@@ -313,6 +314,7 @@ def parse_turn(raw: dict) -> Turn:
         title=_str(raw.get("thread_title"))[:300],
         status="failed" if status == "FAILED" or not answer.strip() else "completed",
         report_asset=_report_asset(raw),
+        clarifying=result.clarifying,
     )
 
 

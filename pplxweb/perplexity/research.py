@@ -49,6 +49,15 @@ class Question:
         return self.asks[0].options
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A clarifying step as the run holds it, waiting or not: its questions and the answers the
+    step carries ("" for each question without one; all "" when nobody answered)."""
+
+    question: Question
+    answers: tuple[str, ...] = ()
+
+
 def is_research(top: dict) -> bool:
     """Whether the run is a Deep Research run (the first frames already say `search_mode`)."""
     extras = top.get("_extras")
@@ -126,28 +135,69 @@ def _from_workflow(snapshot: Snapshot) -> str:
 # --- clarifying questions --------------------------------------------------------------------
 
 
-def question(snapshot: Snapshot, text_steps: Any) -> Question | None:
-    """The clarifying questions the run waits on, if any: a RESEARCH_CLARIFYING_QUESTIONS step
-    that is still the last of its step list (plan blocks or the `text` steps) and has no answers.
-    Once the run goes on, steps follow it (an unanswered step keeps `answers: []` to the end)."""
+def _step_lists(snapshot: Snapshot, text_steps: Any) -> list[list]:
+    """The run's step lists: the `text` steps, then each plan block's."""
     lists: list[Any] = [as_list(decode(text_steps))]
     for usage in snapshot.block_order:
         block = snapshot.blocks[usage]
         if block.kind == "plan_block" and isinstance(block.doc, dict):
             lists.append(as_list(block.doc.get("steps")))
-    for steps in lists:
+    return lists
+
+
+def question(snapshot: Snapshot, text_steps: Any) -> Question | None:
+    """The clarifying questions the run waits on, if any: a RESEARCH_CLARIFYING_QUESTIONS step
+    that is still the last of its step list (plan blocks or the `text` steps) and has no answers.
+    Once the run goes on, steps follow it (an unanswered step keeps `answers: []` to the end)."""
+    for steps in _step_lists(snapshot, text_steps):
         found = _question(steps[-1]) if steps else None
         if found is not None:
             return found
     return None
 
 
-def _question(step: Any) -> Question | None:
+def clarifying(snapshot: Snapshot, text_steps: Any) -> tuple[Asked, ...]:
+    """Every clarifying step of the run, waiting or not, each once (by its key), with the answers
+    it carries. What answered steps hold is in no capture: `answers` is read as the answer call's
+    `{question, answer}` pairs, or as plain strings in the questions' order (docs/protocol.md §8.4)."""
+    found: dict[str, Asked] = {}
+    for steps in _step_lists(snapshot, text_steps):
+        for step in steps:
+            content = _content_of(step)
+            parsed = _parse(step, content) if content is not None else None
+            if parsed is not None and parsed.key not in found:
+                found[parsed.key] = Asked(parsed, _answers(parsed, content.get("answers")))
+    return tuple(found.values())[:QUESTIONS_MAX]
+
+
+def _content_of(step: Any) -> dict | None:
     if not isinstance(step, dict) or step.get("step_type") != "RESEARCH_CLARIFYING_QUESTIONS":
         return None
     content = step.get("content") or step.get("research_clarifying_questions_content")
-    if not isinstance(content, dict) or content.get("answers"):
+    return content if isinstance(content, dict) else None
+
+
+def _answers(question: Question, given: Any) -> tuple[str, ...]:
+    by_text: dict[str, str] = {}
+    in_order: list[str] = []
+    for item in as_list(given)[:QUESTIONS_MAX]:
+        if isinstance(item, dict):
+            by_text[as_str(item.get("question")).strip()] = as_str(item.get("answer")).strip()[:2000]
+        elif isinstance(item, str):
+            in_order.append(item.strip()[:2000])
+    return tuple(
+        by_text.get(ask.text, in_order[i] if i < len(in_order) else "") for i, ask in enumerate(question.asks)
+    )
+
+
+def _question(step: Any) -> Question | None:
+    content = _content_of(step)
+    if content is None or content.get("answers"):
         return None
+    return _parse(step, content)
+
+
+def _parse(step: dict, content: dict) -> Question | None:
     asks = [ask for item in as_list(content.get("questions"))[:QUESTIONS_MAX] if (ask := _ask(item))]
     if not asks:
         return None

@@ -27,7 +27,7 @@ from accounts.services.catalogue import BEST
 from pplxweb import sockets
 from search.api import conversations
 from search.api.errors import ApiError, invalid
-from search.display import footnoted
+from search.citations import as_footnotes
 from search.live import asking, runner, starts
 from search.models import Entry
 from search.saving import clean
@@ -204,7 +204,7 @@ async def _polled(asked: Asked, every: float) -> AsyncIterator[Progress]:
 
 
 def _shown(text: str, sources: int, ended: bool) -> str:
-    shown = footnoted(text or "", sources)
+    shown = as_footnotes(text or "", sources).strip()
     return shown if ended else PARTIAL_MARK.sub("", shown)
 
 

@@ -14,9 +14,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from search import images
+from search import clarifications, images
 from search.attachments import archive as attachment_archive
-from search.display import catalogue_models, footnoted, model_label
+from search.citations import as_footnotes
+from search.display import catalogue_models, model_label
 from search.markdown_links import safe_links
 from search.models import Entry, Thread
 
@@ -54,9 +55,15 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
             f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}*",
             "",
         ]
-        lines += [footnoted(entry.answer, len(entry.sources)) or "*(no answer)*", ""]
-        if entry.report:
-            lines += ["### Research report", "", _demoted(entry.report).strip(), ""]
+        lines += clarifications.markdown_lines(entry.clarifications)
+        lines += [as_footnotes(entry.answer, len(entry.sources)).strip() or "*(no answer)*", ""]
+        if entry.report:  # its [n] count the same sources as the answer's: the footnotes below
+            lines += [
+                "### Research report",
+                "",
+                as_footnotes(_demoted(entry.report), len(entry.sources)).strip(),
+                "",
+            ]
         if entry.error:
             lines += [f"> {entry.error}", ""]
         lines += attachment_archive.markdown_lines(entry, in_zip)
@@ -82,6 +89,7 @@ def entry_json(entry: Entry) -> dict:
         "status": entry.status,
         "answer": entry.answer,
         "report": entry.report,
+        "clarifications": entry.clarifications,  # search/clarifications.py
         "sources": entry.sources,
         "related": entry.related,
         "steps": entry.steps,

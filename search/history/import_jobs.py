@@ -21,12 +21,13 @@ from django.utils import timezone
 
 from search import images
 from search.live.liveness import pid_alive
-from search.models import RUNNER, ImportJob, Thread
+from search.models import RUNNER, Entry, ImportJob, Thread
 
 log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(minutes=2)  # a job writes its heartbeat with every batch (seconds apart)
 BUSY = "Another import is running on this server; try again when it has finished (nothing was imported)."
 YOURS_BUSY = "An import of yours is still running; wait for it to finish (nothing was imported)."
+GONE = "Your account was removed from this pplxweb while the file was imported; nothing was imported."
 REMOVED = (
     "An import of yours was cut short when the server stopped, so everything it had written was "
     "removed again. Import the file again."
@@ -68,6 +69,15 @@ def begin(user) -> ImportJob | str:
         raise
 
 
+def held(job: ImportJob) -> bool:
+    """Inside a batch's transaction: lock the job's row, so that removing its person waits for
+    the batch (and then removes what it wrote), or the batch finds the job gone (False)."""
+    return (
+        ImportJob.objects.select_for_update().filter(pk=job.pk).values_list("pk", flat=True).first()
+        is not None
+    )
+
+
 def beat(job: ImportJob, imported: int, skipped: int) -> None:
     ImportJob.objects.filter(pk=job.pk).update(heartbeat=timezone.now(), imported=imported, skipped=skipped)
 
@@ -86,17 +96,26 @@ def end(job: ImportJob, imported: int = 0, skipped: int = 0, ok: bool = False) -
         _one_at_a_time.release()
 
 
-def remove(job: ImportJob) -> int:
-    """Delete the threads (their entries, their images) an import wrote. Returns how many."""
+def remove(job: ImportJob, sweep: bool = True) -> int:
+    """Delete the threads (their entries, their images) an import wrote, and the entries it put
+    back into conversations that were here. Returns how many threads. `sweep`: the image folders
+    and files of what went are removed now (else the caller sweeps, after its transaction)."""
     removed = 0
     while ids := list(Thread.objects.filter(import_job=job).values_list("pk", flat=True)[:500]):
         Thread.objects.filter(pk__in=ids).delete()  # entries go with them
         removed += len(ids)
-    images.sweep()  # the image folders of the entries that went
+    Entry.objects.filter(import_job=job).delete()
+    if sweep:
+        sweep_files()
+    return removed
+
+
+def sweep_files() -> None:
+    """The image folders and kept files of entries that are gone."""
+    images.sweep()
     from search import attachments  # (it reads the models, as this module does)
 
-    attachments.sweep()  # and the files kept beside them
-    return removed
+    attachments.sweep()
 
 
 def sweep(at_start: bool = False) -> int:

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
-from search import storage
+from search import clarifications, rendered, storage
 from search.attachments import archive as attachment_archive
 from search.history import import_images, import_jobs
 from search.history.export import FORMAT
@@ -249,9 +249,10 @@ def _import(
     room, charged = storage.usage(user.pk), 0  # what the import adds to the quota, batch by batch
     for batch in _batches(threads):
         with transaction.atomic():
-            new, skipped = _new_threads(user, batch, skipped)
-            if not new:
-                continue
+            if not import_jobs.held(job):  # its person was removed meanwhile
+                raise ImportRefused(import_jobs.GONE)
+            new, back = _sorted(user, batch)
+            skipped += len(batch) - len(new) - len(back)
             rows = Thread.objects.bulk_create(
                 Thread(
                     user=user,
@@ -267,26 +268,16 @@ def _import(
                 )
                 for t in new
             )
-            entries = Entry.objects.bulk_create(
-                _entry(item, row, user) for row, t in zip(rows, new, strict=True) for item in t["entries"]
-            )
-            items = [item for t in new for item in t["entries"]]
-            attached = []
-            for entry, item in zip(entries, items, strict=True):
-                # created is set to now on insert (auto_now_add): the file's own moment goes in after
-                entry.created = item["created"]
-                entry.images = files.images(entry.pk, item.get("images"))
-                entry.image_bytes = storage.image_size(entry.images)
-                listed = item.get("attachments")
-                attached += attachment_archive.bring_back(user, entry, listed, archive, files.attachments)
-            Attachment.objects.bulk_create(attached, batch_size=500)
-            _set(entries, "created", "images", "image_bytes")
-            charged += sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
+            charged += _write(
+                user, files, [(row, t["entries"], None) for row, t in zip(rows, new, strict=True)]
+                + [(Thread(pk=thread_id), items, job) for thread_id, items in back]
+            )  # fmt: skip
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
-            _set(rows, "created", "updated")
-            imported += len(new)
+            if rows:
+                _set(rows, "created", "updated")
+            imported += len(new) + len(back)
         if room.total + charged > room.quota:  # then it is removed whole (import_history)
             raise ImportRefused(
                 f"{storage.full_sentence('That import', room)} It was stopped there and removed; "
@@ -297,27 +288,59 @@ def _import(
     return imported, skipped
 
 
-def _new_threads(user, batch: list[dict], skipped: int) -> tuple[list[dict], int]:
-    """The batch's conversations not here yet (one is here when its first question was asked at
-    the same moment), and how many were skipped so far."""
-    firsts = {(t["entries"][0]["question"], t["entries"][0]["created"]) for t in batch}
-    here = set(
-        Entry.objects.filter(user=user, created__in={when for _, when in firsts}).values_list(
-            "question", "created"
+def _sorted(user, batch: list[dict]) -> tuple[list[dict], list[tuple[int, list[dict]]]]:
+    """The batch's conversations that are new here, and those partly here: (their conversation
+    here, the entries it lacks), such as one whose answer was deleted after it was exported. An
+    entry is here when a question was asked at the same moment with the same words; a
+    conversation wholly here is left out."""
+    moments = {item["created"] for t in batch for item in t["entries"]}
+    here = {
+        (question, created): thread_id
+        for question, created, thread_id in Entry.objects.filter(user=user, created__in=moments).values_list(
+            "question", "created", "thread_id"
         )
-    )
-    new = []
+    }
+    new, back, coming = [], [], set()
     for thread in batch:
-        first = thread["entries"][0]
-        if (first["question"], first["created"]) in here:
-            skipped += 1
+        keys = [(item["question"], item["created"]) for item in thread["entries"]]
+        found = [here[key] for key in keys if key in here]
+        if keys[0] in coming:  # the same conversation twice in the file
             continue
-        here.add((first["question"], first["created"]))
-        new.append(thread)
-    return new, skipped
+        if not found:
+            new.append(thread)
+            coming.update(keys)
+        elif len(found) < len(keys):
+            back.append(
+                (found[0], [i for i, k in zip(thread["entries"], keys, strict=True) if k not in here])
+            )
+    return new, back
 
 
-def _entry(item: dict, thread: Thread, user) -> Entry:
+def _write(user, files: import_images.Members, parts: list[tuple[Thread, list[dict], object]]) -> int:
+    """Each conversation's entries, with their own moments, images and files; `job` set on the
+    entries written into a conversation that was already here (a cut-short import removes them).
+    Returns what they add to the person's storage (search.storage: their text, their images, the
+    zip's files read now)."""
+    items = [item for _, entries, _ in parts for item in entries]
+    entries = Entry.objects.bulk_create(
+        _entry(item, thread, user, job) for thread, entries, job in parts for item in entries
+    )
+    attached = []
+    for entry, item in zip(entries, items, strict=True):
+        # created is set to now on insert (auto_now_add): the file's own moment goes in after
+        entry.created = item["created"]
+        entry.images = files.images(entry.pk, item.get("images"))
+        entry.image_bytes = storage.image_size(entry.images)
+        listed = item.get("attachments")
+        attached += attachment_archive.bring_back(user, entry, listed, files.archive, files.attachments)
+    Attachment.objects.bulk_create(attached, batch_size=500)
+    if entries:
+        _set(entries, "created", "images", "image_bytes")
+        rendered.keep_large(entries)
+    return sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
+
+
+def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
     """An entry as the file has it, shaped and cleaned as pplxweb saves one (search.saving; its
     moment is set after), with what the quota counts of its text."""
     running = item.get("status") == "running"  # still arriving when it was exported: no more here
@@ -330,6 +353,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
             "sources": _shaped(item.get("sources"), SOURCE_KEYS),
             "related": [q for q in item.get("related") or [] if isinstance(q, str)][:20],
             "steps": _shaped(item.get("steps"), STEP_KEYS),
+            "clarifications": clarifications.shaped(item.get("clarifications")),
             "options": item["options"] if isinstance(item.get("options"), dict) else {},
             "model_asked": str(item.get("model_asked") or ""),
             "model": str(item.get("model") or ""),
@@ -342,6 +366,7 @@ def _entry(item: dict, thread: Thread, user) -> Entry:
     return Entry(
         thread=thread,
         user=user,
+        import_job=job,
         status="interrupted" if running else item.get("status") or "completed",
         origin="perplexity" if item.get("origin") == "perplexity" else "",
         asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],

@@ -15,6 +15,7 @@ from django.utils import dateformat, timezone
 from django.utils.safestring import SafeString
 
 from search.display import model_label
+from search.history.query import Found
 from search.models import Entry
 
 STATUS = dict(Entry.Status.choices)
@@ -30,8 +31,8 @@ class Row:
     excerpt: str | SafeString  # the answer's start, or where it matches (highlighted)
     status: str
     status_label: str
-    # "14:05 · in “Why does bread rise?” · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources"
-    facts: str
+    conversation: str | SafeString  # its conversation's title when not the question (highlighted in results)
+    facts: str  # "14:05 · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources · from alice"
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
 
 
@@ -40,11 +41,15 @@ def short(text: str, length: int) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-def conversation(entry: Entry) -> str:
-    """A follow-up's conversation (its title, the first question unless renamed): "And with rye
-    flour?" says little alone. Nothing when the title is the question itself."""
+def conversation(entry: Entry, found: SafeString | None = None) -> str | SafeString:
+    """A follow-up's conversation (its title, the first question unless renamed, or Perplexity's
+    title of an imported thread): "And with rye flour?" says little alone. In search results the
+    title with its matches marked (`found`, whole: a title is at most 300 characters). Nothing
+    when the title is the question itself."""
     title = entry.thread.title.strip()
-    return f"in “{short(title, 60)}”" if title and title != entry.question.strip() else ""
+    if not title or title == entry.question.strip():
+        return ""
+    return found if found is not None else short(title, 120)
 
 
 def thread_links() -> Callable[[int], str]:
@@ -54,7 +59,7 @@ def thread_links() -> Callable[[int], str]:
     return lambda pk: f"{head}{pk}{tail}"
 
 
-def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) -> Row:
+def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str, found=None) -> Row:
     sources = entry.sources if isinstance(entry.sources, list) else []
     return Row(
         pk=entry.pk,
@@ -65,15 +70,16 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str) 
         excerpt=excerpt,
         status=entry.status,
         status_label=STATUS.get(entry.status, entry.status),
+        conversation=conversation(entry, found),
         facts=" · ".join(
             fact
             for fact in (
                 when,
-                conversation(entry),
                 "imported from Perplexity" if entry.origin else "",
                 f"asked by {entry.asked_by}" if entry.asked_by else "",
                 model_label(entry.model, models),
                 f"{len(sources)} source{'' if len(sources) == 1 else 's'}",
+                f"from {entry.thread.kept_from}" if entry.thread.kept_from else "",
             )
             if fact
         ),
@@ -95,12 +101,13 @@ def page_rows(entries: list[Entry], models: dict) -> list[Row]:
     return rows
 
 
-def search_rows(results: list[tuple[Entry, SafeString, SafeString]], models: dict) -> list[Row]:
-    """Search results: the highlighted question and excerpt, each with its date and time."""
+def search_rows(results: list[Found], models: dict) -> list[Row]:
+    """Search results: the highlighted question, excerpt and conversation title, each with its
+    date and time."""
     link, zone = thread_links(), timezone.get_current_timezone()
     rows = []
-    for entry, title, excerpt in results:
-        moment = entry.created.astimezone(zone)
+    for found in results:
+        moment = found.entry.created.astimezone(zone)
         when = dateformat.format(moment, "j M Y, H:i")
-        rows.append(_row(entry, link, models, title, excerpt, when, ""))
+        rows.append(_row(found.entry, link, models, found.question, found.excerpt, when, "", found.title))
     return rows

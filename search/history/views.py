@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import date
@@ -18,13 +17,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from pplxweb.ids import parse as parse_id
 from pplxweb.ids import parse_all as parse_ids
-from search import attachments, images, served
-from search.display import answer_markdown, catalogue_models, model_label
+from search import attachments, citations, images, served
+from search.display import answer_html_copy, answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
 from search.history.query import Filters, QueryTooLong
 from search.markdown_links import safe_links
 from search.models import Entry, Thread, entry_for, thread_for
+from search.reports import report_filename, report_markdown
 
 STATUS_CHOICES = [("", "Any status"), *Entry.Status.choices]
 
@@ -229,8 +229,6 @@ def import_view(request: HttpRequest) -> HttpResponse:
 
 # --- one kept answer: its Markdown, its report, its images ------------------------------------
 
-CITED = re.compile(r"[ \t]*\[(\d{1,3})\]")
-
 
 @require_GET
 def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
@@ -238,10 +236,7 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     the sources listed under it); `?citations=0`: the text alone, without them."""
     entry = entry_for(request.user, pk)
     if request.GET.get("citations") == "0":
-        count = len(entry.sources)
-        text = safe_links(
-            CITED.sub(lambda m: "" if 1 <= int(m.group(1)) <= count else m.group(0), entry.answer)
-        )
+        text = safe_links(citations.without(entry.answer, len(entry.sources)))
     else:
         text = answer_markdown(entry)
     response = HttpResponse(text.strip() + "\n", content_type="text/markdown; charset=utf-8")
@@ -249,13 +244,23 @@ def entry_markdown(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
+def entry_copy_html(request: HttpRequest, pk: int) -> HttpResponse:
+    """One answer as HTML, for Copy's text/html beside answer.md's text: `?citations=0` as there."""
+    entry = entry_for(request.user, pk)
+    html = answer_html_copy(entry, cited=request.GET.get("citations") != "0")
+    return served.hardened(HttpResponse(html, content_type="text/html; charset=utf-8"))
+
+
+@require_GET
 def entry_report(request: HttpRequest, pk: int) -> HttpResponse:
-    """A Deep Research report's Markdown, as a file."""
+    """A Deep Research report's Markdown with its sources, as a file named after its title (for
+    Download, and for Copy report)."""
     entry = entry_for(request.user, pk)
     if not entry.report:
         raise Http404("This answer has no report.")
-    response = HttpResponse(safe_links(entry.report), content_type="text/markdown; charset=utf-8")
-    return served.download(response, f"pplxweb-report-{entry.pk}.md")
+    markdown = safe_links(report_markdown(entry.report, entry.sources))
+    response = HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
+    return served.download(response, report_filename(entry.report, entry.question))
 
 
 @require_GET

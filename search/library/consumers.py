@@ -11,7 +11,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from pplxweb import sockets
+from pplxweb import build, sockets
 from pplxweb.signed_in import FollowsSignIn
 from search.library import display
 from search.library.runner import group
@@ -35,6 +35,10 @@ class LibraryConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsume
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=sockets.SIGNED_OUT)
+            return
+        if build.stale(self.scope):  # a page of another build: it offers a reload
+            await self.accept()
+            await self.close(code=build.UPDATED)
             return
         self.group = group(user.pk)
         self.csrf = _csrf(self.scope)

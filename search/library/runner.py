@@ -127,8 +127,8 @@ class JobRun:
             state, error = LibraryJob.State.STOPPED, f"{exc.message} {KEPT}"
         except asyncio.CancelledError:  # the server is stopping: the next start resumes the job
             raise
-        except LibraryJob.DoesNotExist:  # the person was removed, and their job with them
-            return
+        except (LibraryJob.DoesNotExist, LibraryThread.DoesNotExist):  # the person was removed,
+            return  # and their job and its rows with them (search.members)
         except Exception:
             log.exception("library job %s failed", self.job.pk)
             state, error = LibraryJob.State.STOPPED, f"pplxweb hit an error it did not expect. {KEPT}"
@@ -250,7 +250,7 @@ class JobRun:
             await db(jobs.count)(self.job.pk, skipped=1, deleted=int(bool(row.thread_id)))
             await db(jobs.add_note)(self.job.pk, title, exc.message)
             return
-        except (AuthError, ChallengeError, Stop, Cancelled):
+        except (AuthError, ChallengeError, Stop, Cancelled, LibraryThread.DoesNotExist):
             raise
         except PerplexityError as exc:
             await self.failed(row, title, exc.message)

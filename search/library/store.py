@@ -13,7 +13,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from pplxweb.perplexity.library import Turn, parse_time
-from search import images, storage
+from search import clarifications, images, rendered, storage
 from search.models import Entry, LibraryThread, Thread
 from search.saving import clean, fitted, kept
 
@@ -67,6 +67,7 @@ def save_page(row_id: int, turns: list[Turn], reports: dict[str, str]) -> Saved:
             entry.created = moment  # Perplexity's moment, not the import's (auto_now_add set it)
         if entries:
             Entry.objects.bulk_update(entries, ["created"], batch_size=LOOKUP_BATCH)
+            rendered.keep_large(entries)
         _update_thread(thread, row, unique[-1][1] if unique else None, when)
         if row.thread_id != thread.pk:
             row.thread = thread
@@ -102,6 +103,7 @@ def _entry(thread: Thread, user_id: int, uuid: str, turn: Turn, reports: dict[st
             "report": report,
             "sources": [{k: v[:2000] for k, v in s.as_dict().items()} for s in turn.sources[:200]],
             "related": [q[:500] for q in turn.related[:20]],
+            "clarifications": [clarifications.record(a.question, a.answers) for a in turn.clarifying],
             "images": [
                 {"n": n, "error": IMAGE_PENDING} for n, _ in enumerate(turn.images[: images.MAX_PER_ENTRY])
             ],

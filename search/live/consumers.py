@@ -20,7 +20,7 @@ from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from pplxweb import sockets
+from pplxweb import build, sockets
 from pplxweb.ids import parse as parse_id
 from pplxweb.ids import parse_all as parse_ids
 from pplxweb.perplexity.research import QUESTIONS_MAX
@@ -65,6 +65,10 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
+            return
+        if build.stale(self.scope):  # a page of another build: it offers a reload
+            await self.accept()
+            await self.close(code=build.UPDATED)
             return
         self.watching: set[int] = set()
         liveness.sockets += 1
@@ -114,7 +118,10 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
     # --- actions --------------------------------------------------------------------------------
 
     async def search(self, data: dict) -> None:
-        prepared = await database_sync_to_async(starts.prepare)(self.user, _as_querydict(data))
+        # one answer at a time in a conversation, whichever page or socket asks (the page says so
+        # before asking; this holds for a second tab or an old page too)
+        prepare = database_sync_to_async(starts.prepare)
+        prepared = await prepare(self.user, _as_querydict(data), exclusive=True)
         if isinstance(prepared, str):
             await self.error(prepared)
             return

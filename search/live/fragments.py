@@ -1,7 +1,8 @@
-"""The HTML pieces a running answer sends over the websocket.
+"""A running answer's text as HTML fragments over the websocket (its other parts are
+search/live/parts.py's).
 
-Each fragment is rendered from a template and replaces (or appends to) an element by id with
-`hx-swap-oob`. The answer is sent so each byte of a finished block travels once:
+Each fragment replaces (or appends to) an element by id with `hx-swap-oob`. The answer is sent
+so each byte of a finished block travels once:
 
 - blocks of the answer that are complete (every top-level block but the last) are rendered
   once and appended to `entry-N-blocks`;
@@ -14,9 +15,6 @@ Each fragment is rendered from a template and replaces (or appends to) an elemen
 Each update to the group carries a sequence number (`mark`), so a page that missed one (a
 message lost on its way) knows and asks for the whole state, which a newcomer gets too
 (`full_state`: the group's view, not the newest text, so the next update applies to it).
-
-The other parts of a running entry (status, steps, sources, related questions, meta, images) are
-re-rendered whole, each only when what it shows changed (`changed_parts`).
 """
 
 from __future__ import annotations
@@ -29,23 +27,26 @@ from typing import Any
 
 from django.template.loader import render_to_string
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import table
 
-from pplxweb.perplexity.extract import Result
-from pplxweb.perplexity.sources import file_hits
-from search import attachments
-from search.display import model_label, report_context
-from search.models import Entry
-from search.render import render_answer, render_sources, scrub
+from search.bounded import bounded_table
+from search.latex import LATEX_MAX, math_plugin
+from search.render import render_answer, scrub
 
 # The tail is re-rendered whole, so a long one is re-sent less often: at each update up to
 # LONG_TAIL characters, then at most every TAIL_EVERY seconds, and every TAIL_RENDER_EVERY over BIG_TAIL.
 LONG_TAIL, TAIL_EVERY = 300, 0.25
 BIG_TAIL, TAIL_RENDER_EVERY = 4096, 1.0
-OPEN_LINK = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?$")  # "[King A", "[King](https://ex"
-CITED = re.compile(r"\[\d{1,3}\]$")
+# ... and, once a render took over SLOW_TAIL seconds (one huge hostile block), never sooner than
+# TAIL_SHARE times that: the tail then takes at most a tenth of the event loop's time
+SLOW_TAIL, TAIL_SHARE = 0.2, 10
+CITED = re.compile(r"\[\d{1,3}\]")
+MATH_LINE = re.compile(r"(?m)^[ \t]*(?:\$\$|\\\[).*$|^.*(?:\$\$|\\\])[ \t]*$")  # opens or closes a block
+MATH_CLOSERS = {"$$": "$$", "\\[": "\\]"}
+BLANK_LINE = re.compile(r"\n[ \t]*\n")
+DOUBLE_DOLLAR = re.compile(r"\$\$")
+SINGLE_DOLLAR = re.compile(r"(?<![$\\])\$(?!\$)")
 DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-REPORT_RENDER_EVERY = 2.0  # seconds between re-renders of a growing research report
-STEPS_SHOWN = 30  # the latest steps a running answer shows
 
 
 @cache
@@ -55,6 +56,8 @@ def _block_parser() -> MarkdownIt:
     md = MarkdownIt("js-default")
     md.disable(["reference"])
     md.enable(["table"])
+    md.block.ruler.at("table", bounded_table(table))
+    md.use(math_plugin)  # a `$$` block is one block, whatever lines it holds
     md.core.ruler.enableOnly(["normalize", "block"])
     return md
 
@@ -77,10 +80,15 @@ class AnswerStream:
     tail_sent: str = ""  # markdown after `committed` already in the browser's tail
     tail_shown: str = ""  # what the browser shows of it (unclosed `**` closed)
     tail_rendered_at: float = 0.0
+    tail_took: float = 0.0  # seconds the last render of the tail took
     sources_key: tuple = ()
     blocks_sources_key: tuple = ()
     html_sent: list[str] = field(default_factory=list)
     resync: bool = False  # the browser shows text this stream did not send: send it all next
+    outline: list = field(default_factory=list)  # the headings open after `committed` (render.py)
+    seen: int = 0  # the length of the text at the last update
+    split_at: float = 0.0  # when the tail was last split into blocks
+    unsplit: bool = False  # a line ended in the tail and no block has been split off since
 
     def update(self, text: str, sources: list[Any], final: bool = False) -> list[str]:
         """Fragments for the answer now being `text` (empty when nothing changed)."""
@@ -93,11 +101,16 @@ class AnswerStream:
             return [self.full(text, sources)]
         fragments = []
         tail = text[len(self.committed) :]
-        starts = _block_starts(tail) if tail else []
+        now = time.monotonic()
+        starts = _block_starts(tail) if tail and (final or self._may_split(text, tail, now)) else []
+        self.seen = len(text)
         if final:
             starts = [*starts, len(tail)]  # every block is complete at the end
+        elif starts and (math := open_math(tail)) >= 0:
+            starts = [at for at in starts if at <= math]  # "$$" and what follows wait for its closer
         reset = False
         if len(starts) > 1:
+            self.unsplit = False
             done = tail[: starts[-1]]
             fragments.append(self._blocks(done, sources))
             self.committed += done
@@ -106,14 +119,28 @@ class AnswerStream:
         if final:
             return [*fragments, self._tail("")] if reset or self.tail_shown else fragments
         shown = settled(tail)
-        now = time.monotonic()
         wait = TAIL_RENDER_EVERY if len(tail) > BIG_TAIL else TAIL_EVERY if len(tail) > LONG_TAIL else 0.0
+        if self.tail_took > SLOW_TAIL:
+            wait = max(wait, TAIL_SHARE * self.tail_took)
         if (shown != self.tail_shown or reset) and (reset or now - self.tail_rendered_at >= wait):
-            fragments.append(self._tail(render_answer(shown, sources, cards=False) if shown else ""))
+            html = render_answer(shown, sources, cards=False, outline=list(self.outline)) if shown else ""
+            fragments.append(self._tail(html))
             # what the browser has of the text: the settled part, less the markers it closed
             self.tail_sent = tail[: len(shown.rstrip("*`"))] if shown else ""
             self.tail_shown, self.tail_rendered_at = shown, now
+            self.tail_took = time.monotonic() - now
         return fragments
+
+    def _may_split(self, text: str, tail: str, now: float) -> bool:
+        """Whether the tail is to be split into blocks now: only once a line has ended since it
+        last was (a block starts on a new line), and a tail over BIG_TAIL characters (one huge
+        table) at most every TAIL_RENDER_EVERY, so an update's work does not grow with the
+        block."""
+        self.unsplit = self.unsplit or "\n" in text[self.seen :]
+        if not self.unsplit or (len(tail) > BIG_TAIL and now - self.split_at < TAIL_RENDER_EVERY):
+            return False
+        self.split_at = now
+        return True
 
     def shows(self, text: str) -> bool:
         """Whether the browser already has all of `text` (as sent so far, rendered or not)."""
@@ -128,13 +155,15 @@ class AnswerStream:
     def full(self, text: str, sources: list[Any]) -> str:
         """The whole answer as rendered markdown: after a rewrite, a rejoin, or the end."""
         self.committed, self.tail_sent, self.tail_shown = text, "", ""
-        self.blocks_sources_key = self._key(sources)
-        return self._answer(render_answer(text, sources), "")
+        self.blocks_sources_key, self.outline, self.seen = self._key(sources), [], len(text)
+        return self._answer(render_answer(text, sources, outline=self.outline), "")
 
     def current(self, sources: list[Any]) -> str:
         """The answer as the group's pages show it now (for a newcomer), changing nothing."""
-        blocks = render_answer(self.committed, sources) if self.committed else ""
-        tail = render_answer(self.tail_shown, sources, cards=False) if self.tail_shown else ""
+        blocks = render_answer(self.committed, sources, outline=[]) if self.committed else ""
+        tail = self.tail_shown and render_answer(
+            self.tail_shown, sources, cards=False, outline=list(self.outline)
+        )
         return self._answer(blocks, tail)
 
     def _answer(self, blocks: str, tail: str) -> str:
@@ -149,7 +178,7 @@ class AnswerStream:
 
     def _blocks(self, markdown: str, sources: list[Any]) -> str:
         self.blocks_sources_key = self._key(sources)
-        html = render_answer(markdown, sources)
+        html = render_answer(markdown, sources, outline=self.outline)
         return f'<div id="entry-{self.entry_id}-blocks" hx-swap-oob="beforeend">{html}</div>'
 
     def _tail(self, html: str) -> str:
@@ -167,21 +196,25 @@ def _cells(line: str) -> int:
 
 def settled(tail: str) -> str:
     """The growing last block without what would show as raw markdown until more arrives: a
-    table before its delimiter row or its unfinished last row, a link's `[label` or `](url`, and
-    an unclosed `**` or backtick (closed for the moment). Code blocks are shown as they are."""
+    table before its delimiter row or its unfinished last row, math not yet closed, a link's
+    `[label` or `](url`, and an unclosed `**` or backtick (closed for the moment). Code blocks
+    are shown as they are. Each look is a scan of the tail or its last line, none repeated."""
     if tail.lstrip().startswith(("```", "~~~", "    ")):
         return tail
     if tail.lstrip().startswith("|"):
-        lines = tail.split("\n")
+        lines = tail.split("\n", 2)
         if len(lines) < 3 or not DELIMITER_ROW.match(lines[1]) or _cells(lines[0]) != _cells(lines[1]):
             return ""  # a table's header, still without the whole row that makes it one
         if not tail.endswith("\n"):
             tail = tail[: tail.rfind("\n") + 1]  # its unfinished row
         return tail
+    if (math := open_math(tail)) >= 0:
+        return tail[:math].rstrip("\n")
     line_start = tail.rfind("\n") + 1
-    link = OPEN_LINK.search(tail, line_start)
-    if link and not CITED.match(link.group(0)):
-        tail = tail[: link.start()]
+    tail = tail[: _open_inline(tail, line_start)]
+    link = _open_link(tail, line_start)
+    if link >= 0 and not CITED.fullmatch(tail, link):
+        tail = tail[:link]
     tail = tail.rstrip("*`")
     if tail.count("**", line_start) % 2:
         tail += "**"
@@ -190,140 +223,57 @@ def settled(tail: str) -> str:
     return tail
 
 
-# --- a run's fragments (`run` is a search.live.runner.Run) ---------------------------------------------
+def open_math(tail: str) -> int:
+    """Where a display math block that is not closed yet starts (its `$$` or `\\[` line), or -1:
+    also -1 when a blank line follows it or it is past LATEX_MAX (it shows as text then)."""
+    start, closer = -1, ""
+    for line in MATH_LINE.finditer(tail):
+        text = line.group().strip()
+        if start < 0:
+            opener, rest = text[:2], text[2:]
+            if opener not in MATH_CLOSERS:
+                continue  # a line that only closes
+            if rest.find(MATH_CLOSERS[opener]) == len(rest) - 2 >= 0:
+                continue  # "$$ x $$": closed on its line
+            start, closer = line.start(), MATH_CLOSERS[opener]
+        elif text.endswith(closer) and line.start() > start:
+            start = -1
+    if start < 0 or len(tail) - start > LATEX_MAX or BLANK_LINE.search(tail, start):
+        return -1
+    return start
 
 
-def part_keys(run, final: bool = False) -> dict[str, tuple]:
-    """What each part of a running entry shows, as a key built from the result as it is (a run
-    starts with the keys of its new, empty entry: the page already shows that)."""
-    result = _result(run)
-    running = run.status == Entry.Status.RUNNING
-    return {
-        "status": (run.status, run.error),
-        "steps": (tuple((s.kind, s.text) for s in result.steps[-STEPS_SHOWN:]), running),
-        "sources": tuple(s.url for s in result.sources),
-        "related": tuple(result.related),
-        "meta": (result.downgraded, run.error, final, running or result.model),  # the model shows at the end
-        "images": tuple((r["n"], r.get("file"), r.get("error")) for r in run.downloads.records()),
-        "report": (len(result.report), hash(result.report[-64:]), running),
-        "question": _question(run) if running else None,
-        "files": _cited(run),
-    }
+def _open_inline(tail: str, line_start: int) -> int:
+    """Where inline math still open on the last line starts (`\\(x`, `$$x`, `$x` that cannot be
+    a price), else the tail's end."""
+    cut = len(tail)
+    for opener, closer in (("\\(", "\\)"), ("\\[", "\\]")):
+        at = tail.rfind(opener, line_start)
+        if at >= 0 and tail.find(closer, at) < 0:
+            cut = min(cut, at)
+    doubles = [m.start() for m in DOUBLE_DOLLAR.finditer(tail, line_start)]
+    if len(doubles) % 2:
+        cut = min(cut, doubles[-1])
+    singles = [m.start() for m in SINGLE_DOLLAR.finditer(tail, line_start)]
+    if len(singles) % 2 and re.match(r"[^\s\d]", tail[singles[-1] + 1 : singles[-1] + 2]):
+        cut = min(cut, singles[-1])
+    return cut
 
 
-def changed_parts(run, final: bool = False) -> list[str]:
-    """Fragments for what changed since the run's last update (all of them on `final`). The
-    template context is only built when some part changed (mid-answer, most updates bring only
-    text)."""
-    keys = part_keys(run, final)
-    changed = [name for name, key in keys.items() if run.sent.get(name) != key]
-    result = _result(run)
-    parts = []
-    now = time.monotonic()
-    if "report" in changed and not final and now - run.report_rendered_at < REPORT_RENDER_EVERY:
-        changed.remove("report")  # a report grows by hundreds of whole replaces: a few renders do
-    if changed:
-        context = _context(run)
-        for name in changed:
-            run.sent[name] = keys[name]
-            if name == "sources":
-                parts.append(_sources_fragment(run.entry_id, result))
-            elif name == "files":
-                parts.append(_files_fragment(run))
-            elif name == "report":
-                run.report_rendered_at = now
-                parts.append(_report_fragment(run, result))
-            else:
-                parts.append(_part(name, context))
-    parts += run.answer.update(result.answer, result.sources, final=final)
-    return parts
-
-
-def full_state(run) -> str:
-    """Every part of the run as the group's pages show it now, for a newcomer (the answer as
-    sent so far: the next update applies to it)."""
-    result = _result(run)
-    context = _context(run)
-    parts = [_part(n, context) for n in ("status", "steps", "related", "meta", "images", "question")]
-    parts.append(_sources_fragment(run.entry_id, result))
-    parts.append(_files_fragment(run))
-    parts.append(_report_fragment(run, result))
-    parts.append(run.answer.current(result.sources))
-    return "".join(parts)
-
-
-def _result(run) -> Result:
-    """The run's result so far (an empty running one before the first extraction)."""
-    return run.result or Result(status="running")
-
-
-def _context(run) -> dict:
-    result = _result(run)
-    return {
-        "entry_id": run.entry_id,
-        "thread_id": run.thread_id,
-        "status": run.status,
-        "status_label": dict(Entry.Status.choices).get(run.status, run.status),
-        "running": run.status == Entry.Status.RUNNING,
-        "started_ms": int((time.time() - (time.monotonic() - run.started)) * 1000),
-        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps[-STEPS_SHOWN:]],
-        "related": [scrub(q) for q in result.related],
-        "model": model_label(result.model, run.models),
-        "downgraded": result.downgraded,
-        "error": run.error,
-        "seconds": round(time.monotonic() - run.started, 1),
-        "first_text": round(run.first_text_ms / 1000, 1) if run.first_text_ms else None,
-        "answered": bool(result.answer),  # Copy is offered only for an answer with text
-        "images": run.downloads.records(),
-        "question": _question(run) if run.status == Entry.Status.RUNNING else None,
-        "oob": True,
-    }
-
-
-def _part(name: str, context: dict) -> str:
-    return render_to_string(f"search/{name}_fragment.html", context)
-
-
-def _question(run):
-    """The clarifying question the run waits on, unless it was answered or skipped here."""
-    question = _result(run).question
-    return None if question is None or question.key in run.clarified else question
-
-
-def _report_fragment(run, result: Result) -> str:
-    running = run.status == Entry.Status.RUNNING
-    return render_to_string(
-        "search/report_fragment.html", report_context(run.entry_id, result.report, result.sources, running)
-    )
-
-
-def _cited(run) -> tuple[int, ...]:
-    """The question's files the answer draws on so far (its attachment hits), as the saved page
-    marks them at the end (attachments.mark_cited)."""
-    if not run.files or run.snapshot is None:
-        return ()
-    return tuple(sorted(attachments.cited_by(run.files, file_hits(run.snapshot))))
-
-
-def _files_fragment(run) -> str:
-    """The question's files, the cited ones marked "your file" ("" when it has none)."""
-    return render_to_string(
-        "search/attachments_list.html",
-        {
-            "entry_id": run.entry_id,
-            "attachments": attachments.shown(run.files, set(_cited(run))),
-            "oob": True,
-        },
-    )
-
-
-def _sources_fragment(entry_id: int, result: Result) -> str:
-    return render_to_string(
-        "search/sources_fragment.html",
-        {
-            "entry_id": entry_id,
-            "sources": render_sources(result.sources),
-            "count": len(result.sources),
-            "oob": True,
-        },
-    )
+def _open_link(tail: str, line_start: int) -> int:
+    """Where an unfinished link on the last line starts ("[King A", "[King](https://ex"), or -1:
+    the leftmost `[` followed by at most one `]`, itself last or opening a `(` not yet closed."""
+    close = tail.rfind("]", line_start)
+    if close < 0:
+        start = tail.find("[", line_start)
+    else:
+        rest = tail[close + 1 :]
+        if rest == "" or (rest.startswith("(") and ")" not in rest):
+            before = tail.rfind("]", line_start, close)
+            start = tail.find("[", before + 1 if before >= 0 else line_start, close)
+            start = start if start >= 0 else tail.find("[", close + 1)
+        else:
+            start = tail.find("[", close + 1)
+    if start > line_start and tail[start - 1] == "!":
+        start -= 1
+    return start

@@ -19,6 +19,7 @@ from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sources import file_hits
 from search import attachments, images, storage
+from search.live import questions
 from search.models import Entry, Thread
 from search.saving import NOT_SAVED, fitted, save_outcome_failed
 
@@ -43,6 +44,7 @@ class RunState:
     downloads: Any = field(init=False, default=None)  # images.Downloads, set by the runner
     files: tuple = ()  # the question's files (search.models.Attachment): the answer's hits mark them
     ended: bool = False  # its outcome is saved (finish_run)
+    clarifications: dict = field(default_factory=dict)  # clarifying questions by key (questions.py)
 
 
 def saved_result(entry: Entry) -> Result:
@@ -77,6 +79,7 @@ def save_run(run: RunState, final: bool) -> None:
         "first_text_ms": run.first_text_ms,
         "images": kept,
         "image_bytes": storage.image_size(kept),  # what the person's quota counts of them
+        "clarifications": questions.kept(run, final),
     }
     if final:
         fields.update(
@@ -144,6 +147,7 @@ def salvage(run: RunState) -> dict[str, Any]:
         "sources": [s.as_dict() for s in result.sources],
         "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
         "related": list(result.related),
+        "clarifications": questions.kept(run, final=True),
         "heartbeat": timezone.now(),
         "done_ms": int((time.monotonic() - run.started) * 1000),
     }

@@ -21,17 +21,16 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from accounts.fields import UNREADABLE, DecryptionError
-from accounts.services import Credential, NoCredential, make_client, refresh_catalogue
+from accounts.services import Credential, make_client, refresh_catalogue
 from accounts.services.link import mark_auth_problem
 from pplxweb import collector, sockets
-from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError, RunGone
+from pplxweb.perplexity.errors import AuthError, ChallengeError
 from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, text_complete
 from pplxweb.perplexity.request import AskRequest
-from search import images
+from search import images, rendered
 from search.display import mark
-from search.live import asking, fragments, liveness, outcome, questions, terminate
-from search.live.checks import FORMAT_CHANGED, format_changed, note_drift, signed_out
+from search.live import asking, liveness, outcome, parts, questions, terminate
+from search.live.checks import FORMAT_CHANGED, failure, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
 from search.live.outcome import RunState
 from search.models import Entry
@@ -86,7 +85,7 @@ class Run(RunState):
     rejoin: str = ""  # the backend_uuid of a run lost by a restart, rejoined rather than asked
     clarified: set[str] = field(default_factory=set)  # clarifying questions answered or skipped
     clarifying: asyncio.Future | None = None  # answers on their way to Perplexity (questions.py)
-    report_rendered_at: float = 0.0  # when the growing report was last sent (fragments.py)
+    report_rendered_at: float = 0.0  # when the growing report was last sent (parts.py)
     _updated: asyncio.Event | None = None  # set by the next update (updated())
 
     @property
@@ -99,7 +98,7 @@ class Run(RunState):
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
         self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved, user_id=self.user.pk)
-        self.sent = fragments.part_keys(self)  # the new entry, as the page already shows it
+        self.sent = parts.part_keys(self)  # the new entry, as the page already shows it
         self.layer = get_channel_layer()
 
     async def send(self, html: str) -> None:
@@ -135,6 +134,7 @@ class Run(RunState):
         if self.snapshot is not None and self.snapshot is not self._extracted:
             self._extracted = self.snapshot
             self.result = extract(self.snapshot, asked=self.asked)
+            questions.noticed(self)  # what it asks is kept with the entry
             if self.first_text_ms is None and self.result.answer:
                 self.first_text_ms = int((time.monotonic() - self.started) * 1000)
             self.downloads.start(self.result.images)  # generated images: their links expire
@@ -153,11 +153,11 @@ class Run(RunState):
                 self._refresh_result()
                 self._shown = self.snapshot
             if self._syncs:  # newcomers get the whole state first, then the updates everyone gets
-                state = mark(self.entry_id, self.seq, "full") + fragments.full_state(self)
+                state = mark(self.entry_id, self.seq, "full") + parts.full_state(self)
                 syncs, self._syncs = self._syncs, []
                 for channel in syncs:
                     await sockets.publish(self.layer.send, channel, fragment(state))
-            await self.send("".join(fragments.changed_parts(self, final=final)))
+            await self.send("".join(parts.changed_parts(self, final=final)))
         if self._updated is not None:  # in-process followers (updated())
             self._updated, event = None, self._updated
             event.set()
@@ -304,27 +304,12 @@ class Run(RunState):
                 raise
             self.status, self.error = Entry.Status.STOPPED, "Stopped. What had arrived is kept."
             terminate.after_stop(self)  # and Perplexity stops too (in the background, bounded)
-        except NoCredential as exc:
-            self.status, self.error = Entry.Status.FAILED, exc.message
-        except RunGone as exc:  # a rejoin after a restart: Perplexity no longer has the run
+        except Exception as exc:
             self._partial(stream)
-            self.status, self.error = Entry.Status.INTERRUPTED, exc.message
-        except DecryptionError as exc:  # a server misconfiguration: the owner's words go to the log
-            log.error("search run for entry %s: %s", self.entry_id, exc)
-            self.status, self.error = Entry.Status.FAILED, UNREADABLE
-        except PerplexityError as exc:
-            self._partial(stream)
-            self.status, self.error = Entry.Status.FAILED, exc.message
+            self.status, self.error = failure(exc, self.entry_id)
             session = self.credential and self.credential.kind != "api_key"
             if isinstance(exc, AuthError | ChallengeError) and session:  # an API key is not the link
                 await database_sync_to_async(mark_auth_problem)(self.credential.account, exc)
-        except Exception:
-            log.exception("search run for entry %s failed", self.entry_id)
-            self._partial(stream)
-            self.status = Entry.Status.FAILED
-            self.error = (
-                "pplxweb hit an error it did not expect; what had arrived is kept. The server log says more."
-            )
         await self.finish()
 
     async def refresh_catalogue(self) -> None:
@@ -349,6 +334,7 @@ class Run(RunState):
             await asyncio.wait([self._saving])
         self._catalogue_due = await database_sync_to_async(outcome.finish_run)(self, self._searched)
         await self.update(final=True)
+        await rendered.keep(self.entry_id)  # its page loads read the HTML from here on
 
     def save_progress(self) -> None:
         """Save what arrived so far, beside the stream: the stream never waits for the database
@@ -387,6 +373,7 @@ def launch(
     if rejoin:
         run.rejoin = entry.backend_uuid
         run.result = outcome.saved_result(entry)  # kept if Perplexity no longer has the run
+        run.clarifications = {r["key"]: r for r in entry.clarifications if r.get("key")}
         run.answer.resync = True  # the page shows the saved part: the first update sends it all
     RUNS[entry.pk] = run
     liveness.keep_watch(RUNS, rejoin_lost)  # its row is swept if the run dies without saving its end

@@ -33,11 +33,11 @@ class NotStarted(Exception):
         self.message, self.kind, self.retry_after = message, kind, retry_after
 
 
-def prepare(user, data: QueryDict):
+def prepare(user, data: QueryDict, exclusive: bool = False):
     """A sentence saying why nothing was started, or (entry, upstream request, what launch()
     needs preloaded). Runs on the database thread."""
     try:
-        return start(user, data)
+        return start(user, data, exclusive=exclusive)
     except NotStarted as exc:
         return exc.message
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.fields import DecryptionError
 from accounts.models import PerplexityAccount
-from accounts.services.credentials import NoCredential, credentials_for_many
+from accounts.services.credentials import NoCredential, credentials_for_many, link_notice
 from pplxweb.ids import parse as parse_id
 from search import attachments
 from search.attachments import upload as attachment_upload
@@ -85,6 +85,8 @@ def home(request: HttpRequest) -> HttpResponse:
         )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     autoask = bool(question.strip()) and _asked_by_the_person(request)
+    chosen = _credential(request.user)
+    notice, action = link_notice(request.user, None if chosen is True else chosen)
     response = render(
         request,
         "search/home.html",
@@ -92,7 +94,9 @@ def home(request: HttpRequest) -> HttpResponse:
             "form": _form(request.user, question),
             "autoask": autoask,
             "recent": recent,
-            "needs_link": not _can_search(request.user),
+            "needs_link": chosen is None and not notice,
+            "link_notice": notice,
+            "link_action": action,
         },
     )
     patch_vary_headers(response, ["Sec-Fetch-Site"])
@@ -134,13 +138,17 @@ async def ask(request: HttpRequest) -> HttpResponse:
     return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
 
 
-def _can_search(user) -> bool:
-    """Whether `user` has a credential a search could use (an unreadable one counts: its run
-    says what is wrong with it)."""
+def _credential(user):
+    """The credential `user`'s searches would use, None without one, or True when one cannot be
+    read (it counts: its run says what is wrong with it)."""
     try:
-        return credentials_for_many([user])[user.pk] is not None
+        return credentials_for_many([user])[user.pk]
     except DecryptionError:
         return True
+
+
+def _can_search(user) -> bool:
+    return _credential(user) is not None
 
 
 def _start(user, form: SearchForm, files: list = (), problems: list = ()):
@@ -160,6 +168,7 @@ def _start(user, form: SearchForm, files: list = (), problems: list = ()):
             form.options(asking.defaults_for(user)),
             form.cleaned_data.get("thread"),
             attachments=tuple(files),
+            exclusive=True,  # one answer at a time in a conversation, as on the socket
         )
     except asking.SearchRefused as exc:
         form.add_error(None, exc.message)
@@ -182,7 +191,7 @@ def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> 
 
 def _thread_context(user, thread: Thread) -> dict:
     liveness.sweep_interrupted()
-    entries = list(thread.entries.prefetch_related("attachments"))
+    entries = list(thread.entries.select_related("rendered").prefetch_related("attachments"))
     return {
         "thread": thread,
         "items": [entry_context(e) for e in entries],

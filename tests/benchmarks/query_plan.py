@@ -6,7 +6,8 @@ DATABASE_URL set, PostgreSQL.
 
 Makes 2,000 answers as the history benchmark does and copies them (SQL, so the full-text
 triggers or the expression index see every row) up to ENTRIES for one person, then prints the
-plan of the search's statements and the time of a search for one, two and three common words.
+plan of the search's statements and the time of a search for one, two and three common words,
+alone and with filters (one answer in a hundred failed, so a status filter is selective).
 Not a test: it only prints figures.
 """
 
@@ -22,6 +23,18 @@ os.environ.setdefault("PPLXWEB_DATA_DIR", tempfile.mkdtemp(prefix="pplxweb-bench
 os.environ["DJANGO_SETTINGS_MODULE"] = (
     "tests.settings" if not os.environ.get("DATABASE_URL") else "pplxweb.settings"
 )
+
+
+# one, two and three common words; then with the filters a person adds (a status few answers
+# have, a model, a source site), which narrow the matches before they are ranked
+SEARCHES = [
+    ("paris", {}),
+    ("solar battery", {}),
+    ("music piano film", {}),
+    ("paris", {"status": "failed"}),
+    ("solar battery", {"models": ("gpt55",)}),
+    ("music", {"domain": "piano.example"}),
+]
 
 
 def grow(count: int) -> None:
@@ -42,29 +55,18 @@ def grow(count: int) -> None:
             cursor.execute("ANALYZE search_entry")
 
 
-def plans(user, text: str) -> list[str]:
+def plans(user, text: str, filters: dict | None = None) -> list[str]:
     """The plan of the search's ranked page (search/history/query.py), as it runs."""
     from django.db import connection
 
     from search.history import query
 
+    sql, params = query.ranked(user, query.Filters(text=text, **(filters or {})))
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            q = query.fts5_query(text)
-            cursor.execute(
-                "EXPLAIN QUERY PLAN " + query.SQLITE_RANKED, [user.pk, q, query.CANDIDATES, q, query.PAGE, 0]
-            )
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
             return [row[-1] for row in cursor.fetchall()]
-        params = {
-            "user": user.pk,
-            "terms": query.tsquery(text),
-            "options": "",
-            "candidates": query.CANDIDATES,
-        }
-        cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS OFF) " + query.POSTGRES_RANKED,
-            params | {"size": query.PAGE, "offset": 0},
-        )
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS OFF) " + sql, params)
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -84,14 +86,14 @@ def main() -> None:
     user = populate(2_000)
     grow(count)
     print(f"{connection.vendor}: {count:,} entries in {time.perf_counter() - started:.0f} s", flush=True)
-    for text in ("paris", "solar battery", "music piano film"):
-        print(f"\n{text!r}:")
-        for line in plans(user, text):
+    for text, filters in SEARCHES:
+        print(f"\n{text!r}{f' {filters}' if filters else ''}:")
+        for line in plans(user, text, filters):
             print("  " + line)
         samples = []
         for _ in range(10):
             began = time.perf_counter()
-            found = query.search(user, query.Filters(text=text))
+            found = query.search(user, query.Filters(text=text, **filters))
             samples.append((time.perf_counter() - began) * 1000)
         print(
             f"  search(): {len(found)} results, median {statistics.median(samples):.1f} ms, max {max(samples):.1f} ms"

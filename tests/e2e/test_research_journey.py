@@ -4,6 +4,7 @@ into the Markdown export, and history search finds words that are only in the re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -46,11 +47,20 @@ async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_serv
         "Which region matters most to you?", timeout=15000
     )
     await expect(entry.locator(".countdown")).to_be_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "research-clarify.png"))
     await form.locator("label", has_text="Europe").click()
     await form.locator("button[type=submit]").click()
     await expect(entry.locator(".clarify-form")).to_have_count(0, timeout=10000)
-    answered = [r for r in seen(fake_perplexity) if r["path"].endswith("clarifying_answers")]
+    # the page says it answered at once; the answers reach Perplexity a moment later
+    for _ in range(50):
+        answered = [r for r in seen(fake_perplexity) if r["path"].endswith("clarifying_answers")]
+        if answered:
+            break
+        await asyncio.sleep(0.1)
     assert json.loads(answered[-1]["body"])["result"]["answers"][0]["answer"] == "Europe"
+    # what was asked and answered stays, folded under the question
+    await expect(entry.locator("details.clarified summary")).to_contain_text("before researching · answered")
     # the report grows in the page before the run is done
     report = entry.locator("[id$='-report']")
     await expect(report).to_contain_text("Executive Summary", timeout=15000)
@@ -67,6 +77,8 @@ async def test_a_deep_research_run_with_a_clarifying_question(page, pplxweb_serv
     report = page.locator(f"#entry-{saved.pk}-report")
     await expect(report).to_contain_text("Weather nowcasting APIs compared")
     await expect(report).to_contain_text("Section 3: findings")
+    await page.locator("details.clarified summary").click()
+    await expect(page.locator("details.clarified dd").first).to_contain_text("Europe")
     ARTIFACTS.mkdir(exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / "research-saved.png"), full_page=False)
     # the Markdown export has it

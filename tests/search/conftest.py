@@ -33,6 +33,22 @@ class Paced(PacedBody):
         super().__init__(frames + ([sse([], end=True)] if end else []), pause, then, stall)
 
 
+class HeldAt(Paced):
+    """Paced events that stop after event `held` until `go` is set (a clarifying question
+    waiting for its answer), at most 10 s."""
+
+    def __init__(self, events: list[dict], held: int, go: asyncio.Event, pause: float = 0.01):
+        super().__init__(events, pause)
+        self.held, self.go = held, go
+
+    async def __aiter__(self):
+        for i, chunk in enumerate(self.chunks):
+            await asyncio.sleep(self.pause)
+            yield chunk
+            if i == self.held:
+                await asyncio.wait_for(self.go.wait(), 10)
+
+
 @pytest.fixture
 def linked(owner):
     return PerplexityAccount.objects.create(

@@ -76,10 +76,13 @@ def test_a_citation_is_a_chip_with_the_site_its_card_and_a_name_for_screen_reade
     assert visible(html).strip() == "Bread rises wikipedia. Salt too bbc+1. Unknown [9]."
 
 
-def test_answer_headings_sit_below_the_question():
+def test_answer_headings_sit_below_the_question_without_skipping_a_level():
     html = render_answer("# Top\n\n## Second\n\n###### Deep", [])
-    assert "<h3>Top</h3>" in html and "<h4>Second</h4>" in html and "<h6>Deep</h6>" in html
+    assert "<h3>Top</h3>" in html and "<h4>Second</h4>" in html and "<h5>Deep</h5>" in html
     assert "<h1>" not in html and "<h2>" not in html
+    # an answer that starts at `##` or `###` starts at h3 all the same (axe: heading-order)
+    html = render_answer("### Intro\n\ntext\n\n##### Detail\n\n### Next\n\n# Big", [])
+    assert re.findall(r"<(h\d)>", html) == ["h3", "h4", "h3", "h3"]
 
 
 def test_bad_sources_stay_readable():
@@ -172,8 +175,12 @@ def test_the_report_downloads_as_markdown_to_its_owner_only(owner_client, member
     from django.test import Client
 
     response = owner_client.get(reverse("search:entry_report", args=[reported.pk]))
-    assert response.status_code == 200 and response["Content-Disposition"].startswith("attachment;")
-    assert response.content.decode() == reported.report
+    assert (
+        response.status_code == 200 and response["Content-Disposition"] == 'attachment; filename="Report.md"'
+    )
+    assert response.content.decode().startswith(
+        reported.report.strip() + "\n\n## Sources\n\n1. [Bread - Wikipedia]"
+    )
     other = Client()
     other.force_login(member)
     assert other.get(reverse("search:entry_report", args=[reported.pk])).status_code == 404

@@ -310,9 +310,14 @@ def test_the_full_text_index_triggers_survive_every_migration():
     if connection.vendor != "sqlite":
         pytest.skip("PostgreSQL searches a stored document column; no triggers to keep")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'search_entry'")
-        names = {row[0] for row in cursor.fetchall()}
-    assert names == {"search_entry_fts_insert", "search_entry_fts_update", "search_entry_fts_delete"}
+        cursor.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'")
+        names = set(cursor.fetchall())
+    assert names == {
+        ("search_entry_fts_insert", "search_entry"),
+        ("search_entry_fts_update", "search_entry"),
+        ("search_entry_fts_delete", "search_entry"),
+        ("search_thread_title_fts", "search_thread"),  # a renamed conversation (migration 0016)
+    }
 
 
 def test_postgresql_searches_a_stored_document_with_its_index():
@@ -335,8 +340,13 @@ def test_postgresql_searches_a_stored_document_with_its_index():
         document = cursor.fetchone()[0]
     assert "'molten'" in document and "'basalt'" in document and "'volcanoes'" in document
     found = query.search(user, query.Filters(text="molten"))
-    assert [e.pk for e, _, _ in found] == [entry.pk]
-    assert "<mark>molten</mark>" in str(found[0][2])
+    assert [e.pk for e, *_ in found] == [entry.pk]
+    assert "<mark>molten</mark>" in str(found[0].excerpt)
+    # the conversation's title is in the document (migration 0016), renamed or not
+    Thread.objects.filter(pk=entry.thread_id).update(title="Iceland fire mountains")
+    found = query.search(user, query.Filters(text="iceland"))
+    assert [f.entry.pk for f in found] == [entry.pk]
+    assert str(found[0].title) == "<mark>Iceland</mark> fire mountains"
 
 
 def test_suggestions_find_an_old_question_behind_many_newer_ones(monkeypatch):
@@ -676,12 +686,12 @@ def test_a_research_report_is_exported_found_and_imported_back(owner, member, ow
     entry.refresh_from_db()
     markdown = export.thread_markdown(entry.thread)
     assert "### Research report" in markdown and "#### Nowcasting" in markdown and "##### Radar" in markdown
-    assert [e.pk for e, _, _ in history.search(owner, history.Filters(text="extrapolated"))] == [entry.pk]
+    assert [e.pk for e, *_ in history.search(owner, history.Filters(text="extrapolated"))] == [entry.pk]
     raw = zipfile.ZipFile(io.BytesIO(b"".join(export.history_zip(owner)))).read("history.json")
     assert imports.import_history(member, raw) == (1, 0)
     copy = Entry.objects.get(user=member)
     assert copy.report == entry.report and copy.answer == entry.answer
-    assert [e.pk for e, _, _ in history.search(member, history.Filters(text="extrapolated"))] == [copy.pk]
+    assert [e.pk for e, *_ in history.search(member, history.Filters(text="extrapolated"))] == [copy.pk]
 
 
 def test_the_models_used_are_found_by_one_index_seek_each(owner, member):

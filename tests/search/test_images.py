@@ -132,7 +132,7 @@ async def test_each_kind_of_image_is_kept_with_its_own_extension(upstream):
 def test_deleting_an_entry_or_removing_a_person_removes_their_images(
     owner, member, owner_client, django_capture_on_commit_callbacks
 ):
-    from accounts.services import remove_member
+    from search.members import remove_member
     from search.models import Thread
 
     mine, theirs = (
@@ -148,7 +148,7 @@ def test_deleting_an_entry_or_removing_a_person_removes_their_images(
         owner_client.post("/history/delete/", {"entry": mine.pk, "confirm": "1"})
     assert not images.folder(mine.pk).exists() and images.folder(theirs.pk).exists()
     with django_capture_on_commit_callbacks(execute=True):
-        remove_member(owner, member.pk)
+        remove_member(owner, member.pk, keep_history=False)
     assert not images.folder(theirs.pk).exists()
     orphan = images.folder(999_999)
     orphan.mkdir(parents=True)

@@ -34,7 +34,9 @@ def link(user, shared: bool = False) -> PerplexityAccount:
 def test_settings_offers_the_import_and_starts_a_job(owner_client, owner):
     link(owner)
     page = owner_client.get("/settings/")
-    assert b"Import my Perplexity library" in page.content and b'ws-connect="/ws/library/"' in page.content
+    assert (
+        b"Import my Perplexity library" in page.content and b'ws-connect="/ws/library/?build=' in page.content
+    )
     response = owner_client.post("/library/start/", {"kind": "import"})
     assert response.status_code == 302 and response["Location"].endswith("#library")
     job = LibraryJob.objects.get(user=owner)

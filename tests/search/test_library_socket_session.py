@@ -79,7 +79,8 @@ async def test_removal_from_the_household_closes_the_members_library_socket(owne
     theirs, _ = await library_socket(member)
     owners = AsyncClient()
     await sync_to_async(owners.force_login)(owner)
-    assert (await owners.post(reverse("accounts:remove_member", args=[member.pk]))).status_code == 302
+    removed = await owners.post(reverse("accounts:remove_member", args=[member.pk]), {"history": "delete"})
+    assert removed.status_code == 302
     assert "You were signed out" in await closed_with(theirs, 4401)
 
 

@@ -120,25 +120,37 @@ async def test_catch_up_is_for_the_persons_own_answers_only(owner, member, alink
     await asyncio.sleep(0)
 
 
-async def test_an_update_too_large_for_a_page_says_to_reload_and_the_socket_stays(owner, alinked, upstream):
-    """A 2 MB answer, whole in one event: its update would be over the 1 MB a page takes live, so
-    the page is told to reload instead, numbered as the update was; the socket goes on and the
-    answer is saved whole."""
-    from search.live.consumers import TOO_LONG_TEXT
+async def test_an_update_too_large_for_a_page_says_to_reload_instead():
+    """An update over the 1 MB a page takes live (a huge answer rendered whole) goes out as a line
+    saying to reload, numbered as the update was, so the page's numbering goes on; a message with
+    no number (a sentence) is replaced by the same sentence alone."""
+    from search.live.consumers import MAX_LIVE, TOO_LONG_TEXT, SearchConsumer
 
-    huge = "word " * 400_000
-    serve(upstream, Paced(answer_stream(["start\n\n", huge, "\n\nend"]), pause=0.01))
-    comm = await connect(owner)
-    await comm.send_to(text_data=json.dumps({"q": "a huge answer"}))
-    messages = await receive_until(comm, "status-completed", timeout=30)
-    assert all(len(m) <= 1024 * 1024 for m in messages)
-    told = [m for m in messages if TOO_LONG_TEXT in m]
-    assert told and MARK.match(told[0]).group(3) == "full"
+    sent = []
+
+    async def base_send(message):
+        sent.append(message["text"])
+
+    consumer = SearchConsumer()
+    consumer.base_send, consumer.channel_name = base_send, "specific.test"
+    huge = (
+        "<!--pplxweb:seq 7 12-->"
+        + '<div id="entry-7-blocks" hx-swap-oob="beforeend">'
+        + "w " * MAX_LIVE
+        + "</div>"
+    )
+    await consumer.entry_fragment({"type": "entry.fragment", "html": huge})
+    await consumer.send(text_data="<p>" + "x" * MAX_LIVE + "</p>")
+    small = "<!--pplxweb:seq 7 13--><p>fits</p>"
+    await consumer.entry_fragment({"type": "entry.fragment", "html": small})
+    told, plain, kept = sent
+    assert (
+        len(told) < 2048 and TOO_LONG_TEXT in told and MARK.match(told).group(1, 2, 3) == ("7", "12", "full")
+    )
+    assert 'id="entry-7-answer"' in told and 'id="entry-7-blocks"' in told  # later updates still apply
+    assert TOO_LONG_TEXT in plain and len(plain) < 2048
+    assert kept == small
     page = Page()
-    for message in messages:
+    for message in (small.replace(" 13-->", " 11 full-->"), told, small):
         page.take(message)
-    assert page.gaps == 0
-    await comm.send_to(text_data=json.dumps({"action": "watch", "thread": 10**12}))
-    assert "That conversation was not found." in await comm.receive_from(timeout=5)  # still open
-    await comm.disconnect()
-    assert (await Entry.objects.aget()).answer.count("word") == 400_000
+    assert page.gaps == 0 and page.shown == 13

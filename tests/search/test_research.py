@@ -12,7 +12,7 @@ import pytest
 
 from search.models import Entry
 from tests.fake_perplexity import streams_2026 as s26
-from tests.search.conftest import SSE, Paced, answer_stream, serve
+from tests.search.conftest import SSE, HeldAt, Paced, answer_stream, serve
 from tests.search.test_consumer import ask, connect, receive_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,16 +40,7 @@ async def test_a_clarifying_question_is_answered_from_the_page(owner, alinked, u
     events = s26.research_events(s26.report_text(1_000), replaces=3, question=s26.QUESTIONS)
     held = events.index(next(e for e in events if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)))
     answered = asyncio.Event()
-
-    class Held(Paced):
-        async def __aiter__(self):
-            for i, chunk in enumerate(self.chunks):
-                await asyncio.sleep(self.pause)
-                yield chunk
-                if i == held:
-                    await asyncio.wait_for(answered.wait(), 10)
-
-    serve(upstream, Held(events))
+    serve(upstream, HeldAt(events, held, answered))
 
     def on_answer(request):
         answered.set()
@@ -82,6 +73,15 @@ async def test_a_clarifying_question_is_answered_from_the_page(owner, alinked, u
     ]
     assert body["result"]["tool_uuid"] == s26.QUESTION_TOOL
     assert any(f'id="entry-{entry.pk}-question"' in m and "clarify-form" not in m for m in messages)
+    # kept with the entry, as the page shows it once answered
+    assert any("2 questions before researching · answered" in m for m in messages)
+    await entry.arefresh_from_db()
+    [record] = entry.clarifications
+    assert record["outcome"] == "answered" and record["key"] == s26.QUESTION_TOOL
+    assert [(q["question"], q["answer"]) for q in record["questions"]] == [
+        (s26.QUESTION["question_text"], "Europe"),
+        ("Preferred output format?", "A memo"),
+    ]
 
 
 async def test_answering_with_nothing_says_what_to_do(owner, alinked, upstream):

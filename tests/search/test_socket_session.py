@@ -70,7 +70,7 @@ async def test_a_password_change_closes_the_other_sessions_sockets(owner):
 async def test_removal_from_the_household_closes_the_members_sockets(owner, member):
     theirs, _ = await signed_in(member)
     _, owners = await signed_in(owner)
-    response = await owners.post(reverse("accounts:remove_member", args=[member.pk]))
+    response = await owners.post(reverse("accounts:remove_member", args=[member.pk]), {"history": "delete"})
     assert response.status_code == 302
     assert "You were signed out" in await closed_with(theirs, 4401)
 

@@ -118,11 +118,11 @@ def test_a_bad_ask_gets_its_sentence_and_the_next_one_starts(owner, member):
 
 @pytest.mark.django_db
 def test_someone_removed_with_their_socket_open_starts_nothing_and_the_others_start(owner, member):
-    from accounts.services import remove_member
+    from search.members import remove_member
 
     link(owner)
     stale = type(member).objects.get(pk=member.pk)  # what their open socket still holds
-    remove_member(owner, member.pk)
+    remove_member(owner, member.pk, keep_history=False)
     prepared = [
         starts.prepare(stale, _as_querydict({"q": "still here?"})),
         starts.prepare(owner, _as_querydict({"q": "fine"})),
@@ -188,7 +188,7 @@ def test_someone_removed_between_the_checks_and_the_commit_is_told_so(owner, mem
     the commit. The start is judged again and the member is refused with the sentence."""
     from django.db import connections
 
-    from accounts.services import remove_member
+    from search.members import remove_member
 
     link(owner)
     link(member)  # (without a credential they would be refused before the trip)
@@ -199,7 +199,7 @@ def test_someone_removed_between_the_checks_and_the_commit_is_told_so(owner, mem
         found = read(user)
         if not calls:  # the first time only: the member goes right after their defaults were read
             worker = threading.Thread(
-                target=lambda: (remove_member(owner, member.pk), connections.close_all())
+                target=lambda: (remove_member(owner, member.pk, keep_history=False), connections.close_all())
             )
             worker.start()
             worker.join(10)

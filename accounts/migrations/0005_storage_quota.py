@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("accounts", "0003_agent_token"),
+        ("accounts", "0004_password_reset"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

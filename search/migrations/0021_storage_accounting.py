@@ -24,7 +24,7 @@ DROP_SQLITE = [
     "ALTER TABLE search_entry DROP COLUMN image_bytes",
 ]
 TEXT = ("question", "answer", "report", "error")
-LISTS = ("sources", "related", "steps")
+LISTS = ("sources", "related", "steps", "clarifications")
 BATCH = 500
 
 
@@ -76,7 +76,11 @@ def image_size(entry) -> int:
 
 def measure(apps, schema_editor):
     Entry = apps.get_model("search", "Entry")
-    imported = models.Q(origin="perplexity") | models.Q(thread__import_job__isnull=False)
+    imported = (
+        models.Q(origin="perplexity")
+        | models.Q(thread__import_job__isnull=False)
+        | models.Q(import_job__isnull=False)
+    )
     rows = Entry.objects.filter(imported).only("pk", *TEXT, *LISTS)
     for entries in _batches(rows):
         for entry in entries:
@@ -101,7 +105,7 @@ def _batches(rows):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search", "0015_entry_asked_by"),
+        ("search", "0020_entry_filter_indexes"),
     ]
 
     operations = [
