@@ -6,7 +6,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from search import citations, clarifications, rendered
+from search import citations, clarifications, rendered, versions
 from search.attachments import listed
 from search.chips import source_info
 from search.markdown_links import safe_links
@@ -78,8 +78,27 @@ def duration(ms: int | None) -> str | None:
     return f"{ms}\u00a0ms" if ms < 100 else f"{ms / 1000:.1f}\u00a0s"
 
 
+CARRIED = {  # why an answer was asked in a new Perplexity thread (Entry.carried, search/live/upstream.py)
+    "EXPIRED": "Perplexity’s thread had expired (incognito threads last a day)",
+    "ENTRY_EXPIRED": "Perplexity’s thread had expired",
+    "ENTRY_DELETED": "Perplexity’s thread was deleted",
+    "VIEW_THREAD_NOT_ALLOWED": "Perplexity’s thread is not viewable with this account",
+    "THREAD_NOT_FOUND": "Perplexity’s thread was not found",
+    "REFUSED": "Perplexity refused to go on in its thread",
+    "NEW_THREAD": "Perplexity answered outside this conversation’s thread",
+}
+CARRIED_SO = ": asked in a new one with the earlier questions."
+
+
+def carried_text(code: str) -> str:
+    """The quiet line of an answer asked in a new Perplexity thread ("" for any other)."""
+    return f"{CARRIED.get(code, CARRIED['THREAD_NOT_FOUND'])}{CARRIED_SO}" if code else ""
+
+
 def entry_context(entry: Entry) -> dict:
     html = rendered.html(entry)
+    if entry.turn is not None and getattr(entry, "attachment_list", None) is None:
+        entry.attachment_list = versions.files(entry)  # a redo asks about its turn's files
     return {
         "report_html": mark_safe(html.report),  # noqa: S308 - search.render's output, stored
         "report_toc": html.toc,
@@ -92,6 +111,8 @@ def entry_context(entry: Entry) -> dict:
         "first_text": duration(entry.first_text_ms),
         "attachments": listed(entry),
         "clarified": clarifications.shown(entry.clarifications),
+        "place": versions.place_of(entry),
+        "carried": carried_text(entry.carried),
     }
 
 

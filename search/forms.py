@@ -13,7 +13,7 @@ from accounts.services import labelled, model_choices
 from pplxweb.ids import IdField
 from pplxweb.perplexity.request import MAX_DOMAINS, AskOptions
 from search.history.query import MAX_QUERY
-from search.models import Thread
+from search.models import Entry, Thread
 from search.render import scrub
 
 MAX_QUESTION = 8000
@@ -60,6 +60,10 @@ class SearchForm(forms.Form):
     )
     # in its column's range (pplxweb.ids): a larger one would make the database raise
     thread = IdField(Thread, "That conversation was not found.", required=False, widget=forms.HiddenInput)
+    # the version of the conversation's last turn the page shows: a follow-up goes on from it
+    version = IdField(
+        Entry, "That answer was not found; reload the page.", required=False, widget=forms.HiddenInput
+    )
     model = forms.ChoiceField(label="Model", required=False)
     mode = forms.ChoiceField(label="Mode", choices=MODES, required=False)
     sources = forms.MultipleChoiceField(
@@ -80,7 +84,13 @@ class SearchForm(forms.Form):
         error_messages={"invalid": "Use a language code such as en-US, de or pt-BR."},
     )
     incognito = forms.BooleanField(label="Incognito", required=False)
-    AT_HAND = ("q", "thread", "model", "mode")  # in the box and its row; the other fields under Options
+    AT_HAND = (
+        "q",
+        "thread",
+        "version",
+        "model",
+        "mode",
+    )  # in the box and its row; the other fields under Options
 
     def __init__(self, *args, catalogue: dict | None = None, tier: str = "", **kwargs) -> None:
         """`catalogue`: the model catalogue when the caller has read it already (else it is read);

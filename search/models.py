@@ -99,6 +99,17 @@ class Entry(models.Model):
     # shapes of the stream pplxweb did not know: {"blocks": {usage: n}, "steps": {...}, "fields": {...}}
     drift = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # versions of one turn (search/versions.py): a redo is an entry of its own whose `turn` is the
+    # turn's first answer's id (None: the only answer of its turn); `shown`: the version the
+    # conversation shows and goes on from (one per turn)
+    turn = models.BigIntegerField(null=True, blank=True)
+    shown = models.BooleanField(default=True)
+    # the Perplexity thread this answer is in (docs/protocol.md §4.4, §4.5): its token, when an
+    # incognito one expires there, and why it was asked in a new thread carrying the earlier
+    # turns ("" when it was not; search/live/upstream.py)
+    read_write_token = models.CharField(max_length=200, blank=True)
+    upstream_expires = models.DateTimeField(null=True, blank=True)
+    carried = models.CharField(max_length=40, blank=True)
     runner = models.CharField(max_length=120, blank=True)  # host:pid of the process running it
     # the import that wrote it into a conversation that was already here (a new conversation's
     # entries go with their thread's import_job); removed with it if the import is cut short
@@ -131,6 +142,8 @@ class Entry(models.Model):
             models.Index(fields=["user", "status", "created"], name="search_entry_user_status"),
             # what a person keeps (search.storage), summed from the index alone
             models.Index(fields=["user", "import_bytes", "image_bytes"], name="search_entry_user_kept"),
+            # the versions of a turn (only redone turns have one)
+            models.Index(fields=["turn"], name="search_entry_turn", condition=models.Q(turn__isnull=False)),
         ]
         verbose_name_plural = "entries"
 

@@ -26,6 +26,19 @@ document.addEventListener("keydown", (event) => {
   }
 });
 
+// Edit question: Enter asks again (Shift+Enter makes a new line), Esc puts the question back.
+document.addEventListener("keydown", (event) => {
+  const edit = event.target.closest && event.target.closest("form.edit-question");
+  if (!edit || event.isComposing) return;
+  if (event.key === "Enter" && !event.shiftKey && event.target instanceof HTMLTextAreaElement) {
+    event.preventDefault();
+    edit.requestSubmit();
+  } else if (event.key === "Escape") {
+    event.preventDefault();
+    edit.querySelector(".edit-buttons a")?.click();
+  }
+});
+
 document.addEventListener("keydown", (event) => {
   const link = event.target.closest && event.target.closest("#suggestions a");
   if (!link || (event.key !== "ArrowDown" && event.key !== "ArrowUp")) return;

@@ -26,7 +26,7 @@ ADDRESSES = [
     ("get", "/entry/{}/image/0/"), ("get", "/entry/{}/answer.md"), ("get", "/entry/{}/report.md"),
     ("get", "/attachment/{}/"), ("get", "/attachment/{}/?inline=1"), ("post", "/attachment/{}/remove/"),
     ("get", "/thread/{}/export.md"), ("get", "/thread/{}/export.json"),
-    ("post", "/settings/household/{}/remove/"), ("get", "/?again={}"), ("get", "/?carry={}"),
+    ("post", "/settings/household/{}/remove/"), ("get", "/?again={}"),
 ]  # fmt: skip
 
 

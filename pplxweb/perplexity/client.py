@@ -21,6 +21,7 @@ from pplxweb.perplexity import cookies as jar
 from pplxweb.perplexity.errors import (
     AuthError,
     ChallengeError,
+    FollowUpRefused,
     NetworkError,
     ProtocolError,
     RunGone,
@@ -284,7 +285,7 @@ class PerplexityClient:
             content=json.dumps(ask_body(request)).encode(),
             timeout=httpx.Timeout(connect=self.timeouts.connect, read=gap, write=10.0, pool=10.0),
         )
-        return await self._open_stream(http_request)
+        return await self._open_stream(http_request, follow_up=request.follow_up is not None)
 
     def rejoin(self, request: AskRequest, backend_uuid: str) -> AskStream:
         """Rejoin a run Perplexity goes on with after pplxweb lost its stream (a restart, a
@@ -326,7 +327,9 @@ class PerplexityClient:
         except AuthError:
             raise AuthError("Perplexity did not accept the API key. Check it in Settings.") from None
 
-    async def _open_stream(self, http_request: httpx.Request, rejoin: bool = False) -> httpx.Response:
+    async def _open_stream(
+        self, http_request: httpx.Request, rejoin: bool = False, follow_up: bool = False
+    ) -> httpx.Response:
         response = await self._send(http_request)
         content_type = response.headers.get("content-type", "").lower()
         if response.status_code >= 300 or "text/html" in content_type:
@@ -334,8 +337,11 @@ class PerplexityClient:
                 await read_limited(response)
             finally:
                 await response.aclose()
-            if rejoin and response.status_code in (403, 404) and response.content.strip() in (b"{}", b""):
+            empty = response.content.strip() in (b"{}", b"")
+            if rejoin and response.status_code in (403, 404) and empty:
                 raise RunGone()
+            if follow_up and response.status_code == 403 and empty and not looks_like_challenge(response):
+                raise FollowUpRefused()  # the thread, or the session? (docs/protocol.md §12.4)
             check_response(response)
             raise (
                 ChallengeError()

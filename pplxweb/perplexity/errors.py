@@ -20,6 +20,12 @@ class AuthError(PerplexityError):
     link_status = "needs_attention"
 
 
+class FollowUpRefused(AuthError):
+    """A follow-up answered 403 with an empty JSON body (`{}`): the thread may be gone there, as
+    the reconnect endpoint answers for a deleted run, or the session may be; the session check
+    says which (docs/protocol.md §12.4). Left unchecked, it is the AuthError it looks like."""
+
+
 class ChallengeError(PerplexityError):
     message = (
         "Perplexity's Cloudflare check blocked this server. Paste your browser's cookies in "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 
 API_VERSION = "2.18"
 MODES = ("auto", "pro", "research")  # what a person picks; see `perplexity_mode`
@@ -82,10 +82,14 @@ class AskOptions:
 
 @dataclass(frozen=True)
 class FollowUp:
-    """What a thread needs to continue: the last entry's backend_uuid and the thread's token."""
+    """What a thread needs to continue: the last entry's backend_uuid and the thread's token;
+    and what pplxweb knows of that thread, to tell when it is gone (docs/protocol.md §12.4): its
+    context_uuid, and when it expires (an incognito thread's expiry_time, §4.5)."""
 
     last_backend_uuid: str
     read_write_token: str = ""
+    context_uuid: str = ""
+    expires: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ starts a new conversation.
 
 from __future__ import annotations
 
+from search import versions
 from search.display import with_footnotes
 from search.models import Entry, Thread
 
@@ -23,6 +24,12 @@ def reply_text(entry: Entry) -> str:
     """What an agent is given as the answer: a research run's report, else the answer, in
     Markdown with citations as footnotes and the sources listed under it (as Copy gives it)."""
     return with_footnotes(entry.report or entry.answer, entry.sources)
+
+
+def shown(thread_id: int) -> list[Entry]:
+    """A conversation's turns as its page shows them: each turn's shown version (search/versions.py)."""
+    every = Entry.objects.filter(thread_id=thread_id).order_by("created", "pk")
+    return [versions.shown_of(turn) for turn in versions.turns(every)]
 
 
 def named(user, conversation_id) -> int | None:
@@ -44,7 +51,7 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
         Entry.objects.filter(user=user, question=first).order_by("-pk").values_list("thread_id", flat=True)
     )
     for thread_id in dict.fromkeys(threads[:CANDIDATES]):
-        entries = list(Entry.objects.filter(thread_id=thread_id).order_by("created", "pk"))
+        entries = shown(thread_id)
         if len(entries) == len(pairs) and all(_same(pair, e) for pair, e in zip(pairs, entries, strict=True)):
             return thread_id
     return None

@@ -23,7 +23,7 @@ from accounts.services import agent_tokens
 from search.api import answers, auth, conversations
 from search.api.errors import WRONG_TOKEN, ApiError
 from search.history import query as history
-from search.models import Entry, Thread
+from search.models import Thread
 
 TICK = 2.0  # seconds between progress notifications (and checks that the token still stands)
 FOUND = 20  # search_history's matches
@@ -163,8 +163,12 @@ async def search_history(query: Annotated[str, Field(description="words to find"
         except history.QueryTooLong as exc:
             raise ToolError(exc.message) from None
         return [
-            Match(question=entry.question, conversation_id=str(entry.thread_id), snippet=_plain(excerpt))
-            for entry, _, excerpt in results
+            Match(
+                question=hit.entry.question,
+                conversation_id=str(hit.entry.thread_id),
+                snippet=_plain(hit.excerpt),
+            )
+            for hit in results
         ]
 
     return Matches(matches=await database_sync_to_async(found)())
@@ -190,7 +194,7 @@ async def read_conversation(
                 asked=e.created.isoformat(),
                 sources=_sources(e.sources),
             )
-            for e in Entry.objects.filter(thread=thread).order_by("created", "pk")
+            for e in conversations.shown(thread.pk)
         ]
         return Conversation(conversation_id=str(thread.pk), title=thread.title, turns=turns)
 

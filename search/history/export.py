@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from search import clarifications, images
+from search import clarifications, images, versions
 from search.attachments import archive as attachment_archive
 from search.citations import as_footnotes
-from search.display import catalogue_models, model_label
+from search.display import carried_text, catalogue_models, model_label
 from search.markdown_links import safe_links
 from search.models import Entry, Thread
 
@@ -47,15 +47,18 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
     zip's markdown/ folder, beside images/ with the saved images, and shows them."""
     models = catalogue_models() if models is None else models
     lines = [f"# {thread.title}", ""]
-    for entry in thread.entries.all():
+    for entry in versions.every(thread.entries.all()):
         model = f" · {model_label(entry.model, models)}" if entry.model else ""
+        shown = f" · {versions.label(entry.place, entry.shown)}" if entry.place.of > 1 else ""
         lines += [
             f"## {entry.question}",
             "",
-            f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}*",
+            f"*{entry.created:%Y-%m-%d %H:%M} · {entry.get_status_display()}{model}{shown}*",
             "",
         ]
         lines += clarifications.markdown_lines(entry.clarifications)
+        if entry.carried:
+            lines += [f"*{carried_text(entry.carried)}*", ""]
         lines += [as_footnotes(entry.answer, len(entry.sources)).strip() or "*(no answer)*", ""]
         if entry.report:  # its [n] count the same sources as the answer's: the footnotes below
             lines += [
@@ -82,8 +85,12 @@ def thread_markdown(thread: Thread, in_zip: bool = False, models: dict | None = 
     return safe_links("\n".join(lines).rstrip() + "\n")  # no link but http(s)/mailto, no raw HTML
 
 
-def entry_json(entry: Entry) -> dict:
+def entry_json(entry: Entry, turn: int = 1) -> dict:
+    """An entry for the JSON export; `turn`: its turn's place in the conversation (1, 2, ...):
+    entries of one turn are its versions, one of them `shown`."""
     return {
+        "turn": turn,
+        "shown": entry.shown,
         "question": entry.question,
         "created": entry.created.isoformat(),
         "status": entry.status,
@@ -98,6 +105,11 @@ def entry_json(entry: Entry) -> dict:
         "model": entry.model,
         "error": entry.error,
         "backend_uuid": entry.backend_uuid,
+        # its Perplexity thread (a conversation can span several): follow-ups go on from it
+        "context_uuid": entry.context_uuid,
+        "read_write_token": entry.read_write_token,
+        "upstream_expires": entry.upstream_expires.isoformat() if entry.upstream_expires else None,
+        "carried": entry.carried,  # why it was asked in a new Perplexity thread ("" if it was not)
         "origin": entry.origin,  # "perplexity": imported from the Perplexity library
         "asked_by": entry.asked_by,  # the agent token's name when an agent asked it
         "images": [  # "file": its place in the history zip (a thread's own JSON has no files)
@@ -120,7 +132,11 @@ def thread_json(thread: Thread) -> dict:
         "created": thread.created.isoformat(),
         "read_write_token": thread.read_write_token,
         "thread_url_slug": thread.thread_url_slug,
-        "entries": [entry_json(e) for e in thread.entries.all()],
+        "entries": [
+            entry_json(e, turn)
+            for turn, versions_of_turn in enumerate(versions.turns(thread.entries.all()), start=1)
+            for e in versions_of_turn
+        ],
     }
 
 

@@ -49,18 +49,21 @@ def count(entries: QuerySet[Entry]) -> int:
     )
 
 
-def first_answers(threads: QuerySet) -> dict[int, Upstream]:
-    """Before deleting: each thread's first answer that Perplexity knows, by thread."""
-    found: dict[int, Upstream] = {}
+def first_answers(threads: QuerySet) -> dict[int, list[Upstream]]:
+    """Before deleting: by thread, the first answer Perplexity knows in each of its threads there
+    (a conversation goes on in a new one when Perplexity's is gone, and a redo of its first
+    question starts one: search/live/upstream.py, search/live/redo.py), with that thread's token
+    when the answer kept it ("": the conversation's)."""
+    found: dict[int, dict[str, Upstream]] = {}
     rows = (
         Entry.objects.filter(thread__in=threads, credential__in=ON_PERPLEXITY)
         .exclude(backend_uuid="")
         .order_by("thread_id", "created", "pk")
-        .values_list("thread_id", "backend_uuid", "credential")
+        .values_list("thread_id", "backend_uuid", "credential", "context_uuid", "read_write_token")
     )
-    for thread_id, entry_uuid, kind in rows.iterator():
-        found.setdefault(thread_id, Upstream(entry_uuid, kind))
-    return found
+    for thread_id, entry_uuid, kind, context, token in rows.iterator():
+        found.setdefault(thread_id, {}).setdefault(context or token, Upstream(entry_uuid, kind, token))
+    return {thread_id: list(upstream.values()) for thread_id, upstream in found.items()}
 
 
 def forget(user, conversations: list[Upstream]) -> tuple[bool, str]:

@@ -25,8 +25,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
-from search import clarifications, rendered, storage
+from search import clarifications, rendered, storage, versions
 from search.attachments import archive as attachment_archive
+from search.display import CARRIED
 from search.history import import_images, import_jobs
 from search.history.export import FORMAT
 from search.models import Attachment, Entry, Thread
@@ -335,9 +336,17 @@ def _write(user, files: import_images.Members, parts: list[tuple[Thread, list[di
         attached += attachment_archive.bring_back(user, entry, listed, files.archive, files.attachments)
     Attachment.objects.bulk_create(attached, batch_size=500)
     if entries:
-        _set(entries, "created", "images", "image_bytes")
+        versions.from_file(entries, items)
+        _set(entries, "created", "images", "image_bytes", "turn", "shown")
         rendered.keep_large(entries)
     return sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
+
+
+def _expiry(value) -> datetime | None:
+    try:
+        return _when(value) if value else None
+    except ImportRefused:
+        return None
 
 
 def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
@@ -359,6 +368,8 @@ def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
             "model": str(item.get("model") or ""),
             "error": str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
             "backend_uuid": str(item.get("backend_uuid") or ""),
+            "context_uuid": str(item.get("context_uuid") or ""),
+            "read_write_token": str(item.get("read_write_token") or ""),
         },
     )
     # its files and images are rows and records too: the listing of them counts as its text
@@ -370,6 +381,8 @@ def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
         status="interrupted" if running else item.get("status") or "completed",
         origin="perplexity" if item.get("origin") == "perplexity" else "",
         asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
+        upstream_expires=_expiry(item.get("upstream_expires")),
+        carried=item["carried"] if item.get("carried") in CARRIED else "",
         import_bytes=storage.text_size(fields) + listed,
         **fields,
     )

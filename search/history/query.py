@@ -51,8 +51,20 @@ MARKS = [
 
 
 # What a row shows (search/history/rows.py): loading no more is half the Python time of a page
-SHOWN = ("thread_id", "thread__title", "thread__kept_from", "question", "status", "created", "origin",
-         "asked_by", "model", "sources")  # fmt: skip
+SHOWN = (
+    "thread_id",
+    "thread__title",
+    "thread__kept_from",
+    "question",
+    "status",
+    "created",
+    "origin",
+    "asked_by",
+    "model",
+    "sources",
+    "turn",
+    "shown",
+)  # fmt: skip (turn, shown: search/versions.py)
 
 
 class QueryTooLong(Exception):

@@ -14,9 +14,11 @@ from django.urls import reverse
 from django.utils import dateformat, timezone
 from django.utils.safestring import SafeString
 
+from search import versions
 from search.display import model_label
 from search.history.query import Found
 from search.models import Entry
+from search.versions import Place
 
 STATUS = dict(Entry.Status.choices)
 
@@ -32,7 +34,8 @@ class Row:
     status: str
     status_label: str
     conversation: str | SafeString  # its conversation's title when not the question (highlighted in results)
-    facts: str  # "14:05 · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources · from alice"
+    # "14:05 · version 2 of 3 · imported from Perplexity · asked by laptop · GPT-5.5 · 3 sources · from alice"
+    facts: str
     day: str  # "Friday 4 December 2026" on the first row of each day (pages only), else ""
 
 
@@ -59,12 +62,16 @@ def thread_links() -> Callable[[int], str]:
     return lambda pk: f"{head}{pk}{tail}"
 
 
-def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str, found=None) -> Row:
+def _row(
+    entry: Entry, link, models: dict, title, excerpt, when: str, day: str, place: Place | None, found=None
+) -> Row:
     sources = entry.sources if isinstance(entry.sources, list) else []
+    # a version its conversation does not show opens there in its answer's place
+    shows = "" if entry.shown else f"?version={entry.pk}"
     return Row(
         pk=entry.pk,
         question=entry.question,
-        link=f"{link(entry.thread_id)}#entry-{entry.pk}",
+        link=f"{link(entry.thread_id)}{shows}#entry-{entry.pk}",
         label=short(entry.question, 60),
         title=title,
         excerpt=excerpt,
@@ -75,6 +82,7 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str, 
             fact
             for fact in (
                 when,
+                versions.label(place, entry.shown),
                 "imported from Perplexity" if entry.origin else "",
                 f"asked by {entry.asked_by}" if entry.asked_by else "",
                 model_label(entry.model, models),
@@ -90,14 +98,14 @@ def _row(entry: Entry, link, models: dict, title, excerpt, when: str, day: str, 
 def page_rows(entries: list[Entry], models: dict) -> list[Row]:
     """The newest-first page: the question and the answer's start shortened, a heading per day."""
     link, zone, previous = thread_links(), timezone.get_current_timezone(), None
-    rows = []
+    rows, places = [], versions.places(entries)
     for entry in entries:
         moment = entry.created.astimezone(zone)
         today: date = moment.date()
         day = dateformat.format(moment, "l j F Y") if today != previous else ""
         previous = today
         title, excerpt = short(entry.question, 200), short(getattr(entry, "preview", ""), 200)
-        rows.append(_row(entry, link, models, title, excerpt, f"{moment:%H:%M}", day))
+        rows.append(_row(entry, link, models, title, excerpt, f"{moment:%H:%M}", day, places.get(entry.pk)))
     return rows
 
 
@@ -105,9 +113,11 @@ def search_rows(results: list[Found], models: dict) -> list[Row]:
     """Search results: the highlighted question, excerpt and conversation title, each with its
     date and time."""
     link, zone = thread_links(), timezone.get_current_timezone()
-    rows = []
+    rows, places = [], versions.places([found.entry for found in results])
     for found in results:
         moment = found.entry.created.astimezone(zone)
         when = dateformat.format(moment, "j M Y, H:i")
-        rows.append(_row(found.entry, link, models, found.question, found.excerpt, when, "", found.title))
+        entry = found.entry
+        place = places.get(entry.pk)
+        rows.append(_row(entry, link, models, found.question, found.excerpt, when, "", place, found.title))
     return rows

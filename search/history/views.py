@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from pplxweb.ids import parse as parse_id
 from pplxweb.ids import parse_all as parse_ids
-from search import attachments, citations, images, served
+from search import attachments, citations, images, served, versions
 from search.display import answer_html_copy, answer_markdown, catalogue_models, model_label
 from search.history import export, forget, import_jobs, imports, rows
 from search.history import query as history
@@ -152,13 +152,14 @@ def delete(request: HttpRequest) -> HttpResponse:
         known = forget.first_answers(threads) if upstream else {}
         gone = list(chosen.values_list("pk", flat=True))
         count = len(gone)
+        versions.before_delete(chosen)  # a turn's other versions keep its files
         files = attachments.stored_of(chosen)  # their rows go with the entries
         chosen.delete()
         emptied = threads.filter(entries__isnull=True)
         conversations = [
-            replace(known[pk], read_write_token=token)
+            replace(there, read_write_token=there.read_write_token or token)
             for pk, token in emptied.order_by("-updated").values_list("pk", "read_write_token")
-            if pk in known
+            for there in known.get(pk, ())
         ]
         emptied.delete()
         transaction.on_commit(lambda: images.remove(gone))  # their kept images

@@ -16,6 +16,7 @@ from accounts.models import SearchDefaults
 from accounts.services import Credential, credentials_for, credentials_for_many
 from pplxweb.perplexity.request import MAX_DOMAINS, MODES, RECENCY, SOURCES, AskOptions, AskRequest, FollowUp
 from search import attachments as attachments_module
+from search import versions
 from search.display import catalogue_models
 from search.models import RUNNER, Entry, Thread
 
@@ -136,13 +137,17 @@ def start_search(
     attachments: tuple = (),
     asked_by: str = "",
     exclusive: bool = False,
+    redo: Entry | None = None,
+    version: int | None = None,
 ) -> Entry:
     """Check the person's limits, then write the entry (status running) and commit it.
 
     The run itself starts after this returns (search.live.runner.launch): nothing is sent upstream
     before the entry exists, and no transaction is open while it runs. Raises SearchRefused
     (a limit; ConversationBusy when `exclusive` and the conversation is answering already) or
-    Http404 (not their conversation). `asked_by`: the agent token's name (search/api).
+    Http404 (not their conversation). `asked_by`: the agent token's name (search/api). `redo`: the
+    entry is a new version of that one's turn (search/versions.py; its thread is `thread_id`);
+    `version`: the version of the last turn the asking page shows, which a follow-up goes on from.
     """
     # One write transaction for the checks and the rows. The rate-limit bucket is read first:
     # its row lock (SQLite: the write lock of BEGIN IMMEDIATE) makes two tabs starting at the
@@ -163,6 +168,9 @@ def start_search(
         thread = _conversation(user, question, thread_id)
         if exclusive and thread_id and thread.entries.filter(status=Entry.Status.RUNNING).exists():
             raise ConversationBusy()
+        turn = _turn(thread, redo) if redo is not None else None
+        if thread_id and redo is None:
+            versions.go_on_from(thread.pk, version)
         bucket.take(str(user.pk))
         bucket.save()
         entry = Entry.objects.create(
@@ -174,7 +182,10 @@ def start_search(
             asked_by=asked_by,
             runner=RUNNER,
             heartbeat=timezone.now(),
+            turn=turn,
         )
+        if turn is not None:
+            versions.show(entry)
         attachments_module.link(entry, list(attachments))
         if thread_id:  # a follow-up moves its thread to the top
             Thread.objects.filter(pk=thread_id).update(updated=timezone.now())
@@ -193,15 +204,16 @@ def _conversation(user, question: str, thread_id: int | None) -> Thread:
     return thread
 
 
-def previous_turn(entry: Entry) -> Entry | None:
-    """The latest earlier entry of the thread that Perplexity knows (for a follow-up)."""
-    return (
-        Entry.objects.filter(thread=entry.thread_id, created__lte=entry.created)
-        .exclude(pk=entry.pk)
-        .exclude(backend_uuid="")
-        .order_by("-created", "-pk")
-        .first()
-    )
+def _turn(thread: Thread, redo: Entry) -> int:
+    """The turn a redo joins, read again under the thread's lock (a redo of an answer deleted or
+    still arriving meanwhile is refused)."""
+    entry = Entry.objects.filter(pk=redo.pk, thread=thread).first()
+    if entry is None:
+        raise Http404("No Entry matches the given query.")
+    try:
+        return versions.begin(entry)
+    except (versions.StillRunning, versions.TooMany) as exc:
+        raise SearchRefused(exc.message) from None
 
 
 def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
@@ -209,13 +221,14 @@ def build_request(entry: Entry, new_thread: bool = False) -> AskRequest:
     `new_thread` says it has none, which saves looking), with the URLs of its files (the rows
     stay on the entry as `attachment_list`, for its run)."""
     options = options_from_json(entry.options)
-    previous = None if new_thread else previous_turn(entry)
+    previous = None if new_thread else versions.previous_turn(entry)
     follow_up = None
-    if previous is not None:
-        follow_up = FollowUp(previous.backend_uuid, entry.thread.read_write_token)
+    if previous is not None:  # its own thread's token (a conversation can span several there)
+        token = previous.read_write_token or entry.thread.read_write_token
+        follow_up = FollowUp(previous.backend_uuid, token, previous.context_uuid, previous.upstream_expires)
     files = getattr(entry, "attachment_list", None)  # set when the entry was just started
     if files is None:  # kept on the entry: its run marks the ones the answer cites (runner.launch)
-        files = entry.attachment_list = list(entry.attachments.all())
+        files = entry.attachment_list = versions.files(entry)  # a redo's are its turn's
     return AskRequest(
         entry.question, options, follow_up, attachments=tuple(a.remote_url for a in files if a.remote_url)
     )

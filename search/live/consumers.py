@@ -26,7 +26,7 @@ from pplxweb.ids import parse_all as parse_ids
 from pplxweb.perplexity.research import QUESTIONS_MAX
 from pplxweb.signed_in import FollowsSignIn
 from search.display import entry_html, mark, new_entry_fragment
-from search.live import control, liveness, runner, starts
+from search.live import control, liveness, redo, runner, starts
 from search.models import Entry, Thread, entry_for, thread_for
 from search.saving import clean
 
@@ -77,6 +77,8 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
         await self.accept()
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.thread_id = None  # the conversation the page shows (an agent's answer there joins it)
+        # a version the page shows in another's place (?version=)
+        self.showing = parse_id(Entry, query.get("showing"))
         if query.get("thread"):  # an id out of range is not found, like any unknown one
             await self.watch_thread(query["thread"])
 
@@ -112,6 +114,10 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
             await self.catch_up(data.get("entries"))
         elif action == "clarify":
             await self.clarify(data, bool(data.get("skip")))
+        elif action == "redo":
+            await self.redo(data)
+        elif action == "show":
+            await self.show_version(data)
         else:
             await self.search(data)
 
@@ -134,6 +140,35 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
         # database: a new entry has no related rows to read.
         await asyncio.sleep(0)
         await self.send(text_data=new_entry_fragment(entry))
+
+    async def redo(self, data: dict) -> None:
+        """Ask again, Retry, Edit question: the turn answered again in place (search/live/redo.py);
+        the new version replaces the one the page shows and streams in."""
+        shown = data.get("entry")
+        try:
+            entry, request, preloaded = await redo.start(self.user, shown, _as_querydict(data))
+        except redo.NotStarted as exc:
+            await self.send(text_data=redo.refusal(shown, exc.message, data.get("from") == "edit"))
+            return
+        await self.follow(entry.pk)
+        runner.launch(entry, self.user, request, **preloaded)
+        await asyncio.sleep(0)  # as for a new question: its request goes out first
+        await self.send(
+            text_data=await database_sync_to_async(redo.in_place)(entry, redo.id_of(shown), "full")
+        )
+
+    async def show_version(self, data: dict) -> None:
+        """Another version of an answer, in the place of the one the page shows (`instead`)."""
+        instead = data.get("instead")
+
+        def shown() -> str:
+            entry = redo.show(self.user, data.get("entry"), redo.id_of(instead))
+            return redo.in_place(entry, redo.id_of(instead), "saved")
+
+        try:
+            await self.send(text_data=await database_sync_to_async(shown)())
+        except redo.NotStarted as exc:
+            await self.send(text_data=redo.refusal(instead, exc.message))
 
     async def stop(self, entry_id) -> None:
         entry = await self._own_entry(entry_id)
@@ -214,8 +249,15 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
             return None
         liveness.sweep_interrupted()
         # the running ones, and those that ended a moment ago: the page may show them running
+        # (of a turn, the page shows one version: the shown one, or the one it names)
         just_ended = timezone.now() - JUST_ENDED
-        return list(thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended)))
+        recent = thread.entries.filter(Q(status=Entry.Status.RUNNING) | Q(heartbeat__gte=just_ended))
+        showing = thread.entries.filter(pk=self.showing).exclude(turn=None).first() if self.showing else None
+        if showing is None:
+            return list(recent.filter(shown=True))
+        return list(
+            recent.filter(Q(shown=True) | Q(pk=showing.pk)).exclude(Q(turn=showing.turn) & ~Q(pk=showing.pk))
+        )
 
     async def _own_entry(self, entry_id) -> Entry | None:
         def get():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -16,6 +17,7 @@ from django.utils import timezone
 from accounts.services import Credential, record_search
 from accounts.services.catalogue import stale as catalogue_stale
 from pplxweb.perplexity.extract import Result, Source, Step
+from pplxweb.perplexity.library import parse_time
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sources import file_hits
 from search import attachments, images, storage
@@ -45,6 +47,15 @@ class RunState:
     files: tuple = ()  # the question's files (search.models.Attachment): the answer's hits mark them
     ended: bool = False  # its outcome is saved (finish_run)
     clarifications: dict = field(default_factory=dict)  # clarifying questions by key (questions.py)
+    carried: str = ""  # why it was asked in a new Perplexity thread (search/live/upstream.py)
+    place: Any = None  # among its turn's versions (search.versions.Place), None: the only one
+
+
+def expiry(top: dict) -> datetime | None:
+    """When the stream's thread expires there (an incognito one's `expiry_time`, naive UTC in the
+    captures, docs/protocol.md §4.5), within the dates a database keeps."""
+    moment = parse_time(top.get("expiry_time"))
+    return moment if moment is not None and 2000 <= moment.year <= 9000 else None
 
 
 def saved_result(entry: Entry) -> Result:
@@ -72,6 +83,9 @@ def save_run(run: RunState, final: bool) -> None:
         "report": result.report,
         "backend_uuid": result.backend_uuid[:200],  # as soon as they arrive (a restart reconnects)
         "context_uuid": result.context_uuid[:200],
+        "read_write_token": result.read_write_token,  # its thread's, for the next follow-up
+        "upstream_expires": expiry(run.snapshot.top) if run.snapshot is not None else None,
+        "carried": run.carried,
         "sources": [s.as_dict() for s in result.sources],
         "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
         "heartbeat": timezone.now(),

@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from pplxweb.perplexity.extract import Result
 from pplxweb.perplexity.sources import file_hits
 from search import attachments, clarifications
-from search.display import duration, model_label, report_context
+from search.display import carried_text, duration, model_label, report_context
 from search.live import questions
 from search.models import Entry
 from search.render import render_sources, scrub
@@ -30,7 +30,7 @@ def part_keys(run, final: bool = False) -> dict[str, tuple]:
     result = _result(run)
     running = run.status == Entry.Status.RUNNING
     return {
-        "status": (run.status, run.error),
+        "status": (run.status, run.error, run.carried),
         "steps": (tuple((s.kind, s.text) for s in result.steps[-STEPS_SHOWN:]), running),
         "sources": tuple(s.url for s in result.sources),
         "related": tuple(result.related),
@@ -107,6 +107,8 @@ def _context(run) -> dict:
         "answered": bool(result.answer),  # Copy is offered only for an answer with text
         "images": run.downloads.records(),
         "question": _question(run) if run.status == Entry.Status.RUNNING else None,
+        "place": run.place,
+        "carried": carried_text(run.carried),
         "clarified": clarifications.shown(questions.kept(run, final=run.status != Entry.Status.RUNNING)),
         "oob": True,
     }

@@ -29,7 +29,7 @@ from pplxweb.perplexity.extract import ANONYMOUS_MODEL, extract, has_answer, tex
 from pplxweb.perplexity.request import AskRequest
 from search import images, rendered
 from search.display import mark
-from search.live import asking, liveness, outcome, parts, questions, terminate
+from search.live import asking, liveness, outcome, parts, questions, terminate, upstream
 from search.live.checks import FORMAT_CHANGED, failure, format_changed, note_drift, signed_out
 from search.live.fragments import AnswerStream
 from search.live.outcome import RunState
@@ -241,12 +241,7 @@ class Run(RunState):
                 account_id=credential.account.account_id,
             ) as client:
                 self.client = client
-                if credential.kind == "api_key":
-                    stream = client.ask_api(self.request, credential.api_key)
-                elif self.rejoin:
-                    stream = client.rejoin(self.request, self.rejoin)
-                else:
-                    stream = client.ask(self.request)
+                stream = upstream.open_stream(self, client, credential)  # a follow-up outlives its thread
                 async with stream:
                     async for snapshot in stream:
                         # per event only this; extraction and rendering wait for the next update
@@ -369,6 +364,7 @@ def launch(
         credential=credential,
         models=models or {},
         files=tuple(getattr(entry, "attachment_list", None) or ()),  # asking.build_request read them
+        place=getattr(entry, "place", None),  # among its turn's versions (search/versions.py)
     )
     if rejoin:
         run.rejoin = entry.backend_uuid

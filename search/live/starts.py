@@ -94,6 +94,7 @@ def _start(user, data: QueryDict, form: SearchForm, preloaded: dict | None, aske
             tuple(files),
             asked_by=asked_by,
             exclusive=exclusive,
+            version=form.cleaned_data.get("version"),
         )
     except asking.ConversationBusy as exc:
         raise NotStarted(exc.message, "busy", exc.retry_after) from None

@@ -29,9 +29,17 @@ def after_stop(run: RunState) -> asyncio.Task | None:
         log.debug("entry %s stopped before Perplexity named its run: nothing to terminate", run.entry_id)
         return None
     model = result.model or run.request.options.model
+    return send(run.entry_id, credential, result.backend_uuid, result.context_uuid, model)
+
+
+def send(
+    entry_id: int, credential: Credential, entry_uuid: str, context_uuid: str, model: str
+) -> asyncio.Task:
+    """Terminate Perplexity's run `entry_uuid` in the background (also a run pplxweb stopped
+    reading for another reason: search/live/upstream.py)."""
     task = asyncio.get_running_loop().create_task(
-        _terminate(run.entry_id, credential, result.backend_uuid, result.context_uuid, model),
-        name=f"terminate-{run.entry_id}",
+        _terminate(entry_id, credential, entry_uuid, context_uuid, model),
+        name=f"terminate-{entry_id}",
         context=contextvars.Context(),
     )
     _sending.add(task)

@@ -15,13 +15,13 @@ from accounts.fields import DecryptionError
 from accounts.models import PerplexityAccount
 from accounts.services.credentials import NoCredential, credentials_for_many, link_notice
 from pplxweb.ids import parse as parse_id
-from search import attachments
+from search import attachments, versions
 from search.attachments import upload as attachment_upload
 from search.attachments import views as attachment_views
 from search.display import entry_context
 from search.forms import SearchForm
-from search.library import carry
 from search.live import asking, control, liveness, runner
+from search.live import redo as redoing
 from search.models import Entry, LibraryThread, Thread, entry_for, thread_for
 
 RECENT = 8  # conversations listed under the box on the search page
@@ -75,13 +75,6 @@ def home(request: HttpRequest) -> HttpResponse:
                 "options_open": True,
                 "attached": attached,
             },
-        )
-    if request.GET.get("carry"):
-        # a follow-up Perplexity refused (search/library/carry.py): the earlier turn in a new question
-        entry = entry_for(request.user, parse_id(Entry, request.GET["carry"]))  # none: 404
-        question = carry.question_with_context(entry)
-        return render(
-            request, "search/home.html", {"form": _form(request.user, question, options=entry.options)}
         )
     recent = Thread.objects.filter(user=request.user).order_by("-updated").only("title", "updated")[:RECENT]
     autoask = bool(question.strip()) and _asked_by_the_person(request)
@@ -169,6 +162,7 @@ def _start(user, form: SearchForm, files: list = (), problems: list = ()):
             form.cleaned_data.get("thread"),
             attachments=tuple(files),
             exclusive=True,  # one answer at a time in a conversation, as on the socket
+            version=form.cleaned_data.get("version"),
         )
     except asking.SearchRefused as exc:
         form.add_error(None, exc.message)
@@ -189,48 +183,72 @@ def _invalid(request: HttpRequest, user, form: SearchForm, files: list = ()) -> 
     )
 
 
-def _thread_context(user, thread: Thread) -> dict:
+def _thread_context(user, thread: Thread, showing: int | None = None) -> dict:
+    """A conversation's page: each turn's shown version (or the one `showing` names)."""
     liveness.sweep_interrupted()
     entries = list(thread.entries.select_related("rendered").prefetch_related("attachments"))
+    shown = versions.layout(entries, showing)
     return {
         "thread": thread,
-        "items": [entry_context(e) for e in entries],
+        "items": [entry_context(e) for e in shown],
         "running": any(e.status == Entry.Status.RUNNING for e in entries),
+        "shown_version": shown[-1].pk if shown else "",
+        "showing": showing if any(e.pk == showing and not e.shown for e in shown) else None,
     }
 
 
+def _entry_url(entry: Entry) -> str:
+    return f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}"
+
+
 @require_POST
-async def reask(request: HttpRequest, pk: int) -> HttpResponse:
-    """The same question with the same options, as a new conversation."""
+async def redo(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask again, Retry or an edited question without JavaScript: the turn answered again in
+    its conversation (search/live/redo.py), then the conversation (which refreshes)."""
     user = await request.auser()
-
-    def files_again():
-        entry = entry_for(user, pk)
-        return entry, attachments.again(user, entry)
-
-    def start(entry, files):
-        new = asking.start_search(
-            user, entry.question, asking.options_from_json(entry.options), attachments=tuple(files)
-        )
-        return new, asking.build_request(new, new_thread=True)
-
     try:
-        # its files go again (the stored ones), uploaded afresh: Perplexity's links to them expire
-        entry, files = await database_sync_to_async(files_again)()
-        await attachment_upload.send_upstream(user, files)
-        entry, upstream_request = await database_sync_to_async(start)(entry, files)
-    except (asking.SearchRefused, attachments.Refused) as exc:
+        entry, upstream_request, preloaded = await redoing.start(user, pk, request.POST)
+    except redoing.NotStarted as exc:
         messages.error(request, exc.message)
-        return redirect("search:home")
-    runner.launch(entry, user, upstream_request)
-    return redirect(f"{reverse('search:thread', args=[entry.thread_id])}#entry-{entry.pk}")
+        found = await database_sync_to_async(Entry.objects.filter(pk=pk, user=user).first)()
+        return redirect(_entry_url(found) if found else reverse("search:home"))
+    runner.launch(entry, user, upstream_request, **preloaded)
+    return redirect(_entry_url(entry))
+
+
+@require_POST
+def show_version(request: HttpRequest, pk: int) -> HttpResponse:
+    """Another version of an answer, shown in its place (without JavaScript)."""
+    try:
+        entry = redoing.show(request.user, pk)
+    except redoing.NotStarted as exc:
+        messages.error(request, exc.message)
+        entry = entry_for(request.user, pk)
+    return redirect(_entry_url(entry))
+
+
+@require_GET
+def edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Edit question: the question, model and mode to ask the turn again with; in the answer's
+    place with JavaScript (htmx), a page of its own without."""
+    entry = entry_for(request.user, pk)
+    if request.headers.get("HX-Request") and request.GET.get("cancel"):
+        return HttpResponse("")
+    form = redoing.edit_form(entry)
+    form.fields["model" if request.GET.get("model") else "q"].widget.attrs["autofocus"] = True
+    context = {"entry": entry, "form": form}
+    if request.headers.get("HX-Request"):
+        return render(request, "search/edit_fragment.html", context)
+    return render(request, "search/edit.html", context)
 
 
 @require_GET
 def thread(request: HttpRequest, pk: int) -> HttpResponse:
-    """A conversation, every turn from the database; live over the socket while one runs."""
+    """A conversation, every turn from the database; live over the socket while one runs.
+    `?version=`: an answer's other version shown in its place (a history link to it)."""
     thread = thread_for(request.user, pk)
-    context = _thread_context(request.user, thread)
+    showing = parse_id(Entry, request.GET.get("version"))
+    context = _thread_context(request.user, thread, showing)
     context["form"] = _form(request.user, thread=thread)
     context["upstream"] = LibraryThread.objects.filter(thread=thread).first()  # imported from Perplexity
     return render(request, "search/thread.html", context)

@@ -69,7 +69,7 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.benchmarks.servers import SERVERS, command  # noqa: E402
+from tests.benchmarks.servers import SERVERS, command, cpu_seconds, memory_mb, tree  # noqa: E402
 from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -197,30 +197,6 @@ def figures(pairs: list[tuple[Timeline, Timeline]]) -> dict[str, list[float]]:
             ((arrival - run.lead) - (base.parts[part] - base.lead)) * 1000 for arrival, part in run.updates
         ]
     return out
-
-
-def tree(pid: int) -> list[int]:
-    """The server's processes: granian's main process and its worker."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [pid, *(int(child) for child in children)]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system time of the server's processes (their threads included)."""
-    total = 0
-    for proc in tree(pid):
-        fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def memory_mb(pid: int, row: str) -> float:
-    """VmRSS (now) or VmHWM (each process's peak) of the server's processes together, in MB."""
-    total = 0
-    for proc in tree(pid):
-        status = Path(f"/proc/{proc}/status").read_text().splitlines()
-        total += int(next(line for line in status if line.startswith(row)).split()[1])
-    return total / 1024
 
 
 def serve_fake(env: dict, log: Path, port: int) -> subprocess.Popen:

@@ -41,23 +41,14 @@ os.environ.update({"PPLXWEB_DATA_DIR": str(DATA), "DJANGO_SETTINGS_MODULE": "ppl
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.benchmarks.servers import SERVERS, command  # noqa: E402
+from tests.benchmarks.servers import SERVERS, command, memory_mb  # noqa: E402
 from tests.e2e.conftest import ROOT, free_port, stop, wait_for  # noqa: E402
 
 MB = 1024 * 1024
 
 
-def tree(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [pid, *(int(c) for c in children)]
-
-
 def rss_mb(pid: int) -> float:
-    total = 0
-    for proc in tree(pid):
-        line = next(x for x in Path(f"/proc/{proc}/status").read_text().splitlines() if x.startswith("VmRSS"))
-        total += int(line.split()[1])
-    return total / 1024
+    return memory_mb(pid)
 
 
 class Peak:

@@ -5,7 +5,9 @@ the virtualenv to compare)."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 MB = 1024 * 1024
 APP = "pplxweb.asgi:application"
@@ -23,3 +25,27 @@ def command(server: str, port: int, app: str = APP) -> list[str]:
                 "--timeout-keep-alive", "30", "--h11-max-incomplete-event-size", "65536",
                 "--ws-max-size", str(16 * MB), app]  # fmt: skip
     return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--http-timeout", "30", app]
+
+
+def tree(pid: int) -> list[int]:
+    """A server's processes: granian's main process and its worker (or one process)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(int(child) for child in children)]
+
+
+def memory_mb(pid: int, row: str = "VmRSS") -> float:
+    """VmRSS (now) or VmHWM (each process's peak) of a server's processes together, in MB."""
+    total = 0
+    for proc in tree(pid):
+        status = Path(f"/proc/{proc}/status").read_text().splitlines()
+        total += int(next(line for line in status if line.startswith(row)).split()[1])
+    return total / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of a server's processes (their threads included)."""
+    total = 0
+    for proc in tree(pid):
+        fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")

@@ -1,6 +1,7 @@
 """In Chromium, through the real server and the fake's library: import with the progress bar
 moving, history search finding an imported answer, a follow-up on an imported thread, and a
-refused follow-up offered as a new conversation with its context."""
+follow-up refused there (the thread deleted) asked in a new Perplexity thread with its context, in
+the same conversation."""
 
 from __future__ import annotations
 
@@ -109,18 +110,22 @@ async def test_import_search_and_follow_up(page, pplxweb_server, fake_perplexity
     assert sent["params"]["read_write_token"].startswith("rwt-")
     assert sent["params"]["query_source"] == "followup"
 
-    # deleted on Perplexity since: the follow-up is refused, and offered as a new conversation
+    # deleted on Perplexity since: the follow-up is refused there, and asked in a new Perplexity
+    # thread with the earlier turns, in the same conversation
     library(fake_perplexity, change={"delete": [0]})
     await page.fill("#id_q", "And donkeys?")
     await page.keyboard.press("Enter")
-    refused = page.locator("article.entry").last
-    await expect(refused.locator(".entry-meta")).to_contain_text(
-        "no longer has this conversation", timeout=15000
+    carried = page.locator("article.entry").last
+    await expect(carried.locator(".carried")).to_contain_text(
+        "Perplexity’s thread was deleted", timeout=15000
     )
-    await refused.locator("text=Ask as a new conversation with this context").click()
-    question = await page.locator("#id_q").input_value()
-    assert question.startswith("Earlier in this conversation I asked:") and question.endswith(
-        "Now: And donkeys?"
+    await expect(carried.locator(".status-completed")).to_be_attached(timeout=15000)
+    sent = json.loads(
+        [r for r in seen(fake_perplexity) if r["path"] == "/rest/sse/perplexity_ask"][-1]["body"]
     )
-    assert "Followed up here." in question
+    question = sent["query_str"]
+    assert sent["params"]["query_source"] == "home" and question.startswith("Earlier in this conversation:")
+    assert "Followed up here." in question and question.endswith("Now, going on from that: And donkeys?")
+    donkeys = await Entry.objects.aget(user=person, question="And donkeys?")
+    assert donkeys.carried == "ENTRY_DELETED" and donkeys.thread_id == zebra[0].thread_id
     assert page.console_errors == []

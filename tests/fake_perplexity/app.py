@@ -28,7 +28,9 @@ sent with `GET /_requests`:
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
   rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
   A follow-up into a thread that is gone (`thread_gone`, `gone_as`, `gone`) is refused in the forms
-  gone.py describes (docs/protocol.md §12.4).
+  gone.py describes (docs/protocol.md §12.4). Each answer is placed in its thread (threads.py: a
+  follow-up keeps its thread's ids; an incognito thread expires after `incognito_lifetime`
+  seconds, a day by default, and a follow-up after that is refused as expired).
   The two resets (`reset_before_status`, `reset_mid_stream`: two thirds into the events) are
   carried out by the relay in front of it (tests/fake_perplexity/proxy.py), which the fake asks
   with an `x-fake-reset` header or a marker comment: an ASGI app cannot drop its socket.
@@ -55,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import gone, hostile, library, streams_2026, uploads
+from tests.fake_perplexity import gone, hostile, library, streams_2026, threads, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -97,6 +99,7 @@ def fresh_state() -> dict[str, Any]:
         "terminate": {},
         "answered": None,
         "runs": {},
+        "threads": {},  # backend_uuid -> its thread's ids and expiry (threads.py)
     }
 
 
@@ -400,6 +403,9 @@ async def ask(send, request: Request) -> None:
         await hostile.send_answer(send, plan)
         return
     refused = gone.answer(plan, request.json())  # a follow-up into a thread that is gone
+    if refused is None and threads.expired(state, request.json()):  # an incognito one, expired
+        expired = {**{k: v for k, v in plan.items() if k != "gone"}, "thread_gone": "expired"}
+        refused = gone.answer(expired, request.json())
     if refused is not None and refused.payload is not None:
         await respond(send, refused.status, refused.payload)
         return
@@ -423,6 +429,8 @@ async def ask(send, request: Request) -> None:
         stream = events(answer, model=plan.get("model", model), complete=complete)
         uploads.add_file_hits(stream, attachments)
         remember_run(stream, float(plan.get("pace", 0.02)))
+    if refused is None or refused.frames is None:
+        threads.place(state, plan, request.json(), stream)  # its thread's ids, its expiry
     if refused is not None and refused.rethread:
         gone.new_thread(stream)
     hold = next((i for i, e in enumerate(stream) if "RESEARCH_CLARIFYING_QUESTIONS" in json.dumps(e)), None)

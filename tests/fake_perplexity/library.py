@@ -327,6 +327,18 @@ def followup_refusal(request) -> tuple[int, Any, list] | None:
     return None
 
 
+def thread_of(uuid: Any) -> dict | None:
+    """The ids of the library thread with turn `uuid` (a follow-up continues it), else None."""
+    for thread in lib["threads"]:
+        if any(t["uuid"] == uuid for t in thread["turns"]):
+            ids = (thread["context_uuid"], thread["token"], thread["slug"])
+            return {
+                **dict(zip(("context_uuid", "read_write_token", "thread_url_slug"), ids, strict=True)),
+                "expires": None,
+            }
+    return None
+
+
 def route(request, signed_in) -> tuple[int, Any, list] | None:
     """The reply to a library request, or None for a path that is not the library's."""
     method, path = request.method, request.path

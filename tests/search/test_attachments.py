@@ -334,15 +334,18 @@ async def test_ask_again_and_edit_and_ask_again_reuse_the_files(owner, alinked, 
     client = await client_for(owner)
     await client.post(reverse("search:ask"), {"q": "first", "files": [upload("statement.pdf", PDF)]})
     first = await wait_done((await Entry.objects.aget()).pk)
-    response = await client.post(reverse("search:reask", args=[first.pk]))
+    kept = await Attachment.objects.aget()
+    response = await client.post(reverse("search:redo", args=[first.pk]))
     assert response.status_code == 302
     second = await wait_done((await Entry.objects.exclude(pk=first.pk).aget()).pk)
     assert stored.call_count == 2  # uploaded afresh
     assert json.loads(ask.calls.last.request.content)["params"]["attachments"] == [OBJECT]
-    again = [a async for a in Attachment.objects.filter(entry=second)]
-    assert len(again) == 1 and again[0].name == "statement.pdf"
-    assert attachments.path_of(again[0]).read_bytes() == PDF
-    # "Edit and ask again": the box comes with fresh copies, ticked
+    # Ask again is a version of the same turn: the same row and file, never a copy
+    assert await Attachment.objects.acount() == 1 and (await Attachment.objects.aget()).entry_id == first.pk
+    assert attachments.path_of(kept).read_bytes() == PDF
+    page = (await client.get(reverse("search:thread", args=[first.thread_id]))).content.decode()
+    assert f'id="entry-{second.pk}"' in page and "statement.pdf" in page  # the version shows its turn's file
+    # "Ask in a new conversation": the box comes with fresh copies, ticked
     page = (await client.get(reverse("search:home") + f"?again={first.pk}")).content.decode()
     copy = await Attachment.objects.filter(entry__isnull=True).aget()
     assert f'name="attachment" value="{copy.pk}" checked' in page and "first" in page

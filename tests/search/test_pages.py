@@ -253,9 +253,10 @@ async def test_ask_again_with_malformed_saved_options_uses_defaults_for_what_is_
     page = (await client.get(reverse("search:home"), {"again": entry.pk})).content.decode()
     assert "Why?</textarea>" in page and 'value="nature.com"' in page
     serve(upstream, Paced(answer_stream(["fine"])))
-    response = await client.post(reverse("search:reask", args=[entry.pk]))
+    response = await client.post(reverse("search:redo", args=[entry.pk]))
     assert response.status_code == 302
     again = await Entry.objects.exclude(pk=entry.pk).aget()
+    assert again.thread_id == entry.thread_id and again.turn == entry.pk  # a version, in place
     assert (again.options["mode"], again.options["sources"], again.options["after"]) == ("pro", ["web"], None)
     assert (again.options["model"], again.options["language"], again.options["incognito"]) == (
         "pplx_pro",

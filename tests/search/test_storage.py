@@ -277,7 +277,7 @@ def test_the_migration_measures_what_was_kept_before_it():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
-    before, after = [("search", "0020_entry_filter_indexes")], [("search", "0021_storage_accounting")]
+    before, after = [("search", "0021_entry_versions_upstream")], [("search", "0022_storage_accounting")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps

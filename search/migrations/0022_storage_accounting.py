@@ -105,7 +105,7 @@ def _batches(rows):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search", "0020_entry_filter_indexes"),
+        ("search", "0021_entry_versions_upstream"),
     ]
 
     operations = [
