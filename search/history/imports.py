@@ -17,21 +17,18 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import IO
 
 from django.db import connection, transaction
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
-from search import clarifications, rendered, storage, versions
+from search import rendered, storage, versions
 from search.attachments import archive as attachment_archive
-from search.display import CARRIED
-from search.history import import_images, import_jobs
+from search.history import import_entries, import_images, import_jobs
 from search.history.export import FORMAT
 from search.models import Attachment, Entry, Thread
-from search.saving import deep, fitted, kept
+from search.saving import deep, fitted
 
 MAX_IMPORT = MAX_DOCUMENT  # one conversation; or a whole file not in pplxweb's own layout
 TOO_LARGE = f"larger than {MAX_IMPORT // 1024 // 1024} MB"
@@ -47,9 +44,6 @@ BATCH_BYTES = MAX_DOCUMENT  # ... or conversations of this many bytes in the fil
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 TEXT_LINE = re.compile(rb"[^\s][^\n]*")  # from a line's first non-blank byte to its end
 STATUSES = {s for s, _ in Entry.Status.choices}
-SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
-STEP_KEYS = ("kind", "text")
-STILL_ARRIVING = "This answer was still arriving when it was exported; what had arrived is kept."
 
 
 class ImportRefused(Exception):
@@ -59,13 +53,7 @@ class ImportRefused(Exception):
 
 
 def _when(value) -> datetime:
-    try:
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-        if parsed is not None:
-            parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
-            parsed.astimezone(UTC)  # an offset can carry it past the calendar's ends
-    except (ValueError, OverflowError):
-        parsed = None
+    parsed = import_entries.moment(value)
     if parsed is None:
         raise ImportRefused("A date in the file is not a date; nothing was imported.")
     return parsed
@@ -324,7 +312,7 @@ def _write(user, files: import_images.Members, parts: list[tuple[Thread, list[di
     zip's files read now)."""
     items = [item for _, entries, _ in parts for item in entries]
     entries = Entry.objects.bulk_create(
-        _entry(item, thread, user, job) for thread, entries, job in parts for item in entries
+        import_entries.entry(item, thread, user, job) for thread, entries, job in parts for item in entries
     )
     attached = []
     for entry, item in zip(entries, items, strict=True):
@@ -340,64 +328,6 @@ def _write(user, files: import_images.Members, parts: list[tuple[Thread, list[di
         _set(entries, "created", "images", "image_bytes", "turn", "shown")
         rendered.keep_large(entries)
     return sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
-
-
-def _expiry(value) -> datetime | None:
-    try:
-        return _when(value) if value else None
-    except ImportRefused:
-        return None
-
-
-def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
-    """An entry as the file has it, shaped and cleaned as pplxweb saves one (search.saving; its
-    moment is set after), with what the quota counts of its text."""
-    running = item.get("status") == "running"  # still arriving when it was exported: no more here
-    fields = fitted(
-        Entry,
-        {
-            "question": item["question"],
-            "answer": kept(str(item.get("answer") or "")),
-            "report": kept(str(item.get("report") or ""), "report"),
-            "sources": _shaped(item.get("sources"), SOURCE_KEYS),
-            "related": [q for q in item.get("related") or [] if isinstance(q, str)][:20],
-            "steps": _shaped(item.get("steps"), STEP_KEYS),
-            "clarifications": clarifications.shaped(item.get("clarifications")),
-            "options": item["options"] if isinstance(item.get("options"), dict) else {},
-            "model_asked": str(item.get("model_asked") or ""),
-            "model": str(item.get("model") or ""),
-            "error": str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
-            "backend_uuid": str(item.get("backend_uuid") or ""),
-            "context_uuid": str(item.get("context_uuid") or ""),
-            "read_write_token": str(item.get("read_write_token") or ""),
-        },
-    )
-    # its files and images are rows and records too: the listing of them counts as its text
-    listed = len(json.dumps([item.get("attachments"), item.get("images")], ensure_ascii=False, default=str))
-    return Entry(
-        thread=thread,
-        user=user,
-        import_job=job,
-        status="interrupted" if running else item.get("status") or "completed",
-        origin="perplexity" if item.get("origin") == "perplexity" else "",
-        asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
-        upstream_expires=_expiry(item.get("upstream_expires")),
-        carried=item["carried"] if item.get("carried") in CARRIED else "",
-        import_bytes=storage.text_size(fields) + listed,
-        **fields,
-    )
-
-
-def _shaped(items, keys: tuple[str, ...]) -> list[dict]:
-    """A list of records as pplxweb saves them, string fields only: anything else a file puts
-    there is left out (the full-text triggers read sources as JSON objects)."""
-    if not isinstance(items, list):
-        return []
-    return [
-        {key: value if isinstance(value := item.get(key), str) else "" for key in keys}
-        for item in items
-        if isinstance(item, dict)
-    ]
 
 
 def _set(rows: list, *names: str) -> None:

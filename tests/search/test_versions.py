@@ -333,7 +333,7 @@ async def test_history_exports_and_imports_keep_every_version(owner, alinked, up
 
 
 async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
-    owner, alinked, upstream, settings
+    owner, alinked, upstream, settings, tmp_path
 ):
     from search import attachments, storage
     from search.models import Attachment
@@ -343,6 +343,7 @@ async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
         owner, [stream(["one"], "b-1"), stream(["two"], "b-2"), stream(["two again"], "b-3")], upstream
     )
     settings.UPLOAD_HOSTS = ("files.perplexity.test",)
+    settings.DATA_DIR = tmp_path  # its own attachments folder
     stored = storage_routes(upstream)
     (attachments.folder() / ("0" * 32 + ".txt")).write_bytes(b"words\n")
     await Attachment.objects.acreate(
@@ -356,7 +357,7 @@ async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
     assert stored.call_count == 1 and await Attachment.objects.acount() == 1  # sent again, not copied
     kept = await sync_to_async(storage.usage)(owner.pk)
     assert (kept.files, kept.file_count) == (6, 1)  # the turn's file counts once, whatever its versions
-    assert sorted(p.name for p in attachments.folder().iterdir()) == ["0" * 32 + ".txt"]
+    assert [p.name for p in attachments.folder().iterdir()] == ["0" * 32 + ".txt"]
     client = await client_for(owner)
     await client.post(reverse("search:delete"), {"entry": [str(again.pk)], "confirm": "1"})
     second = await Entry.objects.aget(pk=second.pk)
