@@ -94,3 +94,25 @@ async def test_a_library_import_stops_when_the_quota_is_full_and_goes_on_when_th
     job = await run(owner)
     assert job.state == "done" and job.new_entries == 6
     assert (await sync_to_async(storage.usage)(owner.pk)).imported > 0
+
+
+async def test_a_thread_longer_than_the_cap_keeps_its_first_pages_with_a_note(owner, linked, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(runner, "MAX_TURNS", 150)  # read by pages of 100: two pages, then the note
+    library({"title": "endless", "turns": [{}] * 250}, {"title": "short"})
+    job = await run(owner)
+    assert job.state == "done" and job.failed == 0, job.error
+    assert len(await entries(owner)) == 201  # the long thread's first two pages, and the short one
+    notes = {n["title"]: n["reason"] for n in job.notes}
+    assert notes == {"endless": "It is longer than 150 turns; only its first 200 were imported."}
+
+
+async def test_a_listing_longer_than_the_cap_is_read_up_to_it_with_a_note(owner, linked, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(runner, "MAX_LISTED", 100)  # one listing page of 100, then the note
+    fake_library.lib["threads"] = fake_library.generate(130, 1)
+    job = await run(owner)
+    assert job.state == "done" and job.failed == 0, job.error
+    assert job.fetched == 100 and len(await entries(owner)) == 100
+    notes = {n["title"]: n["reason"] for n in job.notes}
+    assert notes == {
+        "The listing": "The listing did not end after 100 threads; pplxweb stopped reading it there."
+    }
