@@ -155,6 +155,17 @@ class DefaultsForm(forms.Form):
         return model
 
 
+class QuotaForm(forms.Form):
+    """What a person may keep on this server (the owner sets it, Settings: Household)."""
+
+    megabytes = forms.IntegerField(
+        label="Storage quota (MB)",
+        min_value=0,
+        max_value=100_000_000,
+        widget=forms.NumberInput(attrs={"inputmode": "numeric", "step": "1"}),
+    )
+
+
 class AgentTokenForm(forms.Form):
     name = forms.CharField(
         label="Name",

@@ -119,6 +119,17 @@ class SearchDefaults(models.Model):
         }
 
 
+class StorageQuota(models.Model):
+    """What a person may keep on this server (search.storage counts it), when the owner set it;
+    without a row, settings.STORAGE_QUOTA_MB."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    megabytes = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"storage quota of {self.user}: {self.megabytes} MB"
+
+
 class AgentToken(models.Model):
     """A token a person gave one of their agents (the API under /v1/, the MCP server at /mcp).
     Only its hash is kept: the token itself is shown once, when it is made

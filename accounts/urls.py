@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from accounts import views
+from accounts import household, views
 from pplxweb.ids import converter
 
 app_name = "accounts"
@@ -20,6 +20,7 @@ urlpatterns = [
     path("settings/defaults/", views.search_defaults, name="defaults"),
     path("settings/agents/", views.agents, name="agents"),
     path("settings/household/<user_id:member_id>/remove/", views.remove_member, name="remove_member"),
+    path("settings/household/<user_id:member_id>/quota/", household.set_quota, name="quota"),
     path("settings/household/<user_id:member_id>/password/", views.member_password, name="member_password"),
     path("accounts/reset/", views.reset, name="reset"),
 ]

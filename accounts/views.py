@@ -18,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts import ratelimit, services, signin
+from accounts import household, ratelimit, services, signin
 from accounts.forms import (
     RESET_MINUTES,
     AgentTokenForm,
@@ -39,7 +39,7 @@ from accounts.services import agent_tokens, resets
 from accounts.services.credentials import RELINK
 from pplxweb import doctor, sockets
 from pplxweb.net import client_ip
-from search import members
+from search import members, storage
 from search.library import display as library_display
 
 HOUR = timedelta(hours=1)
@@ -165,7 +165,8 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
         "token_form": forms.get("token_form") or AgentTokenForm(),
         "new_token": forms.get("new_token"),
         "site": request.build_absolute_uri("/").rstrip("/"),
-        "members": _members(user),
+        "members": household.rows(user) if _is_owner(user) else [],
+        "storage": storage.usage(user.pk).shown(),
         "is_owner": _is_owner(user),
         "doctor": doctor.last() if _is_owner(user) else None,
         "shared_by_owner": PerplexityAccount.objects.filter(shared=True, user__is_superuser=True)
@@ -174,15 +175,6 @@ def _render_settings(request: HttpRequest, status: int = 200, **forms) -> HttpRe
     }
     context.update(library_display.context(user), library_csrf=get_token(request))
     return render(request, "accounts/settings.html", context, status=status)
-
-
-def _members(owner) -> list[tuple]:
-    """The owner's household, each with until when a password reset code of theirs works."""
-    if not _is_owner(owner):
-        return []
-    people = services.household(owner)
-    waiting = resets.pending(people)
-    return [(person, waiting.get(person.pk)) for person in people]
 
 
 @require_http_methods(["GET", "POST"])

@@ -66,6 +66,9 @@ LIBRARY_KEEPER = True  # each server process starts and resumes library jobs (se
 # Perplexity's storage forms may point at (https only; Perplexity's own address always may)
 ATTACHMENT_MAX_MB = env_int(ENV, "PPLXWEB_ATTACHMENT_MAX_MB", 25, 1, 1024)
 ATTACHMENTS_PER_QUESTION = env_int(ENV, "PPLXWEB_ATTACHMENTS_PER_QUESTION", 10, 1, 50)
+# what a person may keep here (files asked about, kept images, imported conversations), in MB,
+# unless the owner set their own in Settings (search/storage.py)
+STORAGE_QUOTA_MB = env_int(ENV, "PPLXWEB_STORAGE_QUOTA_MB", 2048, 0, 100_000_000)
 # seconds in which a request's body must bring 64 KB (else 408), and an idle connection's life
 UPLOAD_READ_TIMEOUT = env_float(ENV, "PPLXWEB_UPLOAD_READ_TIMEOUT", 30.0, 0.5, 3600.0)
 UPLOAD_HOSTS = tuple(env_list(ENV, "PPLXWEB_UPLOAD_HOSTS") or ["ppl-ai-file-upload.s3.amazonaws.com"])

@@ -19,14 +19,11 @@ from django.utils.html import escape
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
+from pplxweb.perplexity.values import scrub  # lone surrogates out (the one place it is written)
+
 BIDI = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F])
 CITATION = re.compile(r"\[(\d{1,3})\]")
 PUNCTUATION = re.compile(r"[.,;:!?)\]\u2019\u201d\u00bb]+")  # what follows a citation on its line
-
-
-def scrub(text: str) -> str:
-    """Replace lone surrogates (JSON can carry them; UTF-8 cannot) with "?"."""
-    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def safe_url(url: Any) -> str:

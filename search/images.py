@@ -5,7 +5,8 @@ database (`images/<entry id>/<n>.<png|jpg|gif|webp>`), and the page shows pplxwe
 Upstream text is hostile, so a download is fenced: only from Perplexity's image host (or
 Perplexity's own address), https only (the configured Perplexity address may be http, for a
 local stand-in), no redirects, no cookies, at most MAX_BYTES, and kept only if the bytes are a
-PNG, JPEG, GIF or WebP image whatever the server says they are. A failed download keeps a
+PNG, JPEG, GIF or WebP image whatever the server says they are, and if it fits in the person's
+storage quota (search.storage; a record says its file's `bytes`). A failed download keeps a
 sentence saying why in its place.
 """
 
@@ -20,12 +21,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from pplxweb.datadir import private_file, private_folder
 from pplxweb.perplexity.extract import Image
 from pplxweb.perplexity.transport import make_transport
-from search.render import scrub
+from search.saving import clean
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +104,22 @@ async def download(url: str, target: Path) -> str:
         partial.unlink(missing_ok=True)
 
 
-async def keep(entry_id: int, n: int, image: Image) -> dict:
-    """The record an entry keeps of its image number `n`: the saved file, or why there is none."""
-    record = {"n": n, "caption": scrub(image.caption), "width": image.width, "height": image.height}
+async def keep(entry_id: int, n: int, image: Image, user_id: int | None = None) -> dict:
+    """The record an entry keeps of its image number `n`: the saved file and its size, or why
+    there is none; `user_id`: whose quota it counts against."""
+    record = {"n": n, "caption": clean(image.caption), "width": image.width, "height": image.height}
     try:
-        record["file"] = await download(image.url, folder(entry_id) / str(n))
+        if user_id is not None:
+            await database_sync_to_async(_room_for)(user_id, 0)
+        name = await download(image.url, folder(entry_id) / str(n))
+        size = (folder(entry_id) / name).stat().st_size
+        if user_id is not None:
+            try:
+                await database_sync_to_async(_room_for)(user_id, size)
+            except NotKept:
+                (folder(entry_id) / name).unlink(missing_ok=True)
+                raise
+        record.update(file=name, bytes=size)
     except NotKept as exc:
         record["error"] = f"This image could not be saved. {exc}"
     except OSError as exc:
@@ -118,12 +131,27 @@ async def keep(entry_id: int, n: int, image: Image) -> dict:
     return record
 
 
+def _room_for(user_id: int, size: int) -> None:
+    """NotKept when the person's quota has no room left (`size` 0: before the download), or
+    not for `size` more bytes."""
+    from search import storage  # (it reads the models; this module is read before them)
+
+    try:
+        if size:
+            storage.check(user_id, size, f"Keeping it ({storage.size_text(size)})")
+        else:
+            storage.require_room(user_id, "Keeping it")
+    except storage.Full as exc:
+        raise NotKept(exc.message) from None
+
+
 class Downloads:
     """The generated images of one running answer, in the order they appeared: each is saved
     as soon as it appears (its link expires); `on_saved` is called as each one ends."""
 
-    def __init__(self, entry_id: int, on_saved: Callable[[], None]) -> None:
+    def __init__(self, entry_id: int, on_saved: Callable[[], None], user_id: int | None = None) -> None:
         self.entry_id = entry_id
+        self.user_id = user_id
         self.on_saved = on_saved
         self.tasks: dict[str, asyncio.Task] = {}  # by Image.key
         self.given_up: dict[str, dict] = {}
@@ -131,7 +159,7 @@ class Downloads:
     def start(self, found: list[Image]) -> None:
         for image in found[:MAX_PER_ENTRY]:
             if image.key not in self.tasks:
-                task = asyncio.ensure_future(keep(self.entry_id, len(self.tasks), image))
+                task = asyncio.ensure_future(keep(self.entry_id, len(self.tasks), image, self.user_id))
                 task.add_done_callback(self._ended)
                 self.tasks[image.key] = task
 

@@ -6,9 +6,11 @@ with them; either way nothing they had going is left half-written.
   their runs are told to stop once the removal is committed, wherever they run.
 - A history file import of theirs that is running is removed whole, as a cut-short import is;
   its next batch finds its job gone and writes nothing (search.history.imports).
-- Their Perplexity library import stops: its job and bookkeeping go with them, a thread it was
-  saving is saved whole before the removal or not at all (store.save_thread is one transaction),
-  and its next request finds the link gone.
+- Their Perplexity library import stops: its job and bookkeeping go with them, a page of a thread
+  it was saving is saved whole before the removal or not at all (store.save_page is one
+  transaction), and its next request finds the link gone.
+- Their files go with the last row naming them, at once (files are shared by content:
+  search.attachments.disk), their images with their entries.
 
 Rows are locked in the order the writers take them (library rows, import jobs, then the person),
 so on PostgreSQL a writer either finishes first and its rows are handled here, or waits and then
@@ -26,6 +28,7 @@ from django.db import transaction
 
 from accounts.services import member_of
 from pplxweb import sockets
+from search.attachments import disk
 from search.history import import_jobs
 from search.live import control
 from search.models import Attachment, Entry, ImportJob, LibraryJob, LibraryThread, Thread
@@ -74,6 +77,7 @@ def remove_member(owner, member_id: int, keep_history: bool) -> Removed | None:
             return None
         name = member.get_username()
         conversations = holdings(member).conversations
+        files = disk.stored_of_person(member.pk)  # read before their rows go or move
         running = let_go(member, owner if keep_history else None)
         member.delete()
     log.info("%s removed from the household (history %s)", name, "kept" if keep_history else "deleted")
@@ -81,6 +85,7 @@ def remove_member(owner, member_id: int, keep_history: bool) -> Removed | None:
     for entry_id in running:  # wherever it runs; Perplexity is told to stop too
         async_to_sync(control.stop)(entry_id)
     import_jobs.sweep_files()  # the images and files of what went with them
+    disk.remove_stored(files)  # at once, those no row names now (the sweep leaves young files)
     return Removed(name, conversations, keep_history, running)
 
 

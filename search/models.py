@@ -121,6 +121,10 @@ class Entry(models.Model):
     first_byte_ms = models.PositiveIntegerField(null=True, blank=True)
     first_text_ms = models.PositiveIntegerField(null=True, blank=True)
     done_ms = models.PositiveIntegerField(null=True, blank=True)
+    # what the person's storage quota counts of it (search.storage): the text of an imported
+    # entry (0 for one asked here), and the files of its kept images
+    import_bytes = models.PositiveBigIntegerField(default=0)
+    image_bytes = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["created", "pk"]
@@ -136,6 +140,8 @@ class Entry(models.Model):
             # a search filtered by model or status: its newest matches, not a walk through every entry
             models.Index(fields=["user", "model", "created"], name="search_entry_user_model_at"),
             models.Index(fields=["user", "status", "created"], name="search_entry_user_status"),
+            # what a person keeps (search.storage), summed from the index alone
+            models.Index(fields=["user", "import_bytes", "image_bytes"], name="search_entry_user_kept"),
             # the versions of a turn (only redone turns have one)
             models.Index(fields=["turn"], name="search_entry_turn", condition=models.Q(turn__isnull=False)),
         ]
@@ -247,14 +253,16 @@ class LibrarySchedule(models.Model):
 
 class Attachment(models.Model):
     """A file someone asked about, kept beside the answer (search.attachments): its bytes in
-    DATA_DIR/attachments/<stored>, its entry once asked (until then an upload, swept after a day)."""
+    DATA_DIR/attachments/<stored>, its entry once asked (until then an upload, swept after a day).
+    The file is named by its content, so rows with the same bytes share it ("Ask again", the same
+    file attached twice, an import naming it many times); it goes with the last row naming it."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     entry = models.ForeignKey(
         Entry, on_delete=models.CASCADE, null=True, blank=True, related_name="attachments"
     )
     name = models.CharField(max_length=300)  # as given, cleaned of what cannot be shown
-    stored = models.CharField(max_length=80, unique=True)  # pplxweb's own safe file name
+    stored = models.CharField(max_length=80, db_index=True)  # pplxweb's own safe file name (sha256.kind)
     size = models.PositiveBigIntegerField()
     kind = models.CharField(max_length=12)  # search.attachments.KINDS
     remote_url = models.TextField(blank=True)  # Perplexity's URL for it, once uploaded there

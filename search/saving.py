@@ -1,9 +1,11 @@
 """What goes into an entry is storable, and a save that fails never leaves a run stuck.
 
 Upstream text is hostile: a NUL character (PostgreSQL's text types refuse it), a lone surrogate
-(UTF-8 cannot encode it) or a field longer than its column make a save raise. Everything written
-from a run or a file goes through fitted() first; a final save that still fails saves the entry
-failed with what can be saved.
+(UTF-8 cannot encode it) or a field longer than its column make a save raise, and a text of any
+length would fill the disk. Everything written from a run, an import or the library goes through
+this module first (fitted(), or clean() and kept() for a single value; clean and deep are
+pplxweb.perplexity.values', which accounts uses for what it saves of Perplexity's replies): the
+same cleaning on every path. A final save that still fails saves the entry failed with what can be saved.
 """
 
 from __future__ import annotations
@@ -13,38 +15,28 @@ from typing import Any
 
 from django.db import models
 
-from search.render import scrub
+from pplxweb.perplexity.values import MAX_TEXT, clean, cut_text, deep
+
+__all__ = ["clean", "deep", "fitted", "kept", "save_outcome_failed"]  # clean, deep: values.py's
 
 log = logging.getLogger(__name__)
 NOT_SAVED = "pplxweb could not save this answer whole; what could be saved is kept. The server log says more."
 
 
-def clean(text: str, limit: int | None = None) -> str:
-    """text without NUL characters or lone surrogates, cut to `limit` characters."""
-    text = scrub(text)
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    return text if limit is None else text[:limit]
-
-
-def deep(value: Any) -> Any:
-    """A JSON value with every string (keys too) cleaned."""
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, list | tuple):
-        return [deep(v) for v in value]
-    if isinstance(value, dict):
-        return {clean(str(k)): deep(v) for k, v in value.items()}
-    return value
+def kept(text: str, what: str = "answer") -> str:
+    """An answer's or report's text cleaned, at most MAX_TEXT characters; a longer one ends with
+    a note saying it was cut (values.cut_text, as a live answer's is)."""
+    return cut_text(clean(text), what)
 
 
 def fitted(model: type[models.Model], fields: dict[str, Any]) -> dict[str, Any]:
-    """`fields` (name -> value, as for QuerySet.update) cleaned and cut to fit their columns."""
+    """`fields` (name -> value, as for QuerySet.update) cleaned and cut to fit their columns (a
+    text column to MAX_TEXT characters)."""
     out = {}
     for name, value in fields.items():
         field = model._meta.get_field(name)
         if isinstance(value, str):
-            value = clean(value, field.max_length if isinstance(field, models.CharField) else None)
+            value = clean(value, field.max_length if isinstance(field, models.CharField) else MAX_TEXT)
         elif isinstance(field, models.JSONField):
             value = deep(value)
         out[name] = value

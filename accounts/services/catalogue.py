@@ -13,6 +13,7 @@ from pathlib import Path
 from django.utils import timezone
 
 from accounts.models import ModelCatalogue
+from pplxweb.perplexity.values import deep
 
 log = logging.getLogger(__name__)
 FALLBACK = Path(__file__).resolve().parent.parent / "data" / "models_fallback.json"
@@ -61,7 +62,8 @@ def stale() -> bool:
 
 def save_catalogue(data: dict) -> None:
     ModelCatalogue.objects.all().delete()
-    ModelCatalogue.objects.create(data=data, fetched_at=timezone.now())
+    # upstream JSON: every string cleaned as on every path that saves it (PostgreSQL's jsonb refuses NUL)
+    ModelCatalogue.objects.create(data=deep(data), fetched_at=timezone.now())
 
 
 # the choices of the newest catalogue, worked out once per catalogue (the search form wants them

@@ -33,6 +33,7 @@ from pplxweb.perplexity import signin
 from pplxweb.perplexity.client import PerplexityClient, SessionInfo
 from pplxweb.perplexity.errors import AuthError, ChallengeError, PerplexityError
 from pplxweb.perplexity.stream import Timeouts
+from pplxweb.perplexity.values import clean
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -227,9 +228,10 @@ def _confirm(user, cookies: dict, user_agent: str, email: str, fallback: bool = 
     with transaction.atomic():
         account = _account(user)
         account.session = json.dumps({"cookies": client.cookies, "user_agent": user_agent})
-        account.email = info.email or email
-        account.account_id = info.user_id
-        account.tier = info.tier
+        # what Perplexity says is upstream text: cleaned and cut as every path saves it (values.clean)
+        account.email = clean(info.email, 254) or email
+        account.account_id = clean(info.user_id, 100)
+        account.tier = clean(info.tier, 30)
         account.expires = parse_datetime(info.expires) if info.expires else None
         account.linked_at = account.checked_at = timezone.now()
         account.status, account.status_reason = PerplexityAccount.Status.OK, ""
@@ -322,7 +324,8 @@ def test_connection(user) -> PerplexityAccount:
         account.save(update_fields=["status", "status_reason", "checked_at"])
         raise
     account.session = json.dumps({**data, "cookies": client.cookies})  # the session cookie rotates
-    account.email, account.tier = info.email or account.email, info.tier or account.tier
+    account.email = clean(info.email, 254) or account.email
+    account.tier = clean(info.tier, 30) or account.tier
     account.expires = parse_datetime(info.expires) if info.expires else account.expires
     account.status, account.status_reason, account.checked_at = (
         PerplexityAccount.Status.OK,

@@ -32,6 +32,7 @@ from pplxweb.perplexity.responses import (
     check_response,
     json_body,
     looks_like_challenge,
+    read_body,
     read_limited,
 )
 from pplxweb.perplexity.stream import AskStream, Timeouts
@@ -145,6 +146,29 @@ class PerplexityClient:
             await response.aclose()
         self.remember_cookies(response)
         return response
+
+    async def read_apart(
+        self, method: str, path: str, *, limit: int, **kwargs: Any
+    ) -> tuple[httpx.Response, bytes]:
+        """A call with a large reply (the library's): (the response, the body of a success, at
+        most `limit` bytes, read into bytes of its own). A refusal's body is read as _call reads
+        it (small) and the bytes are b"" (check both with responses.check_apart). The response
+        keeps none of a large body: an httpx response and its stream refer to each other, so what
+        a response holds waits for a full garbage collection, which the server runs rarely
+        (pplxweb/collector.py); a library import would pile its pages up there."""
+        headers = self._headers(kwargs.pop("headers", None))
+        request = self._http.build_request(
+            method, urljoin(self.base_url + "/", path.lstrip("/")), headers=headers, **kwargs
+        )
+        response = await self._send(request)
+        try:
+            body = await read_body(response, limit) if response.is_success else b""
+            if not response.is_success:
+                await read_limited(response)
+        finally:
+            await response.aclose()
+        self.remember_cookies(response)
+        return response, body
 
     # --- account -------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pplxweb.perplexity.merge import Snapshot
 from pplxweb.perplexity.progress import Image, Step, images, steps
 from pplxweb.perplexity.research import Asked, Question, clarifying, is_research, question, report
 from pplxweb.perplexity.sources import Source, sources
-from pplxweb.perplexity.values import as_list, as_str, decode
+from pplxweb.perplexity.values import as_list, as_str, cut_text, decode
 
 __all__ = ["Image", "Result", "Source", "Step", "extract", "has_answer", "processing_error", "text_complete"]
 
@@ -63,7 +63,7 @@ def extract(snapshot: Snapshot, *, ended: bool = False, asked: str = "") -> Resu
     research = is_research(top)
     return Result(
         status=status,
-        answer="" if processing_error(snapshot) else _answer(snapshot, final, research),
+        answer="" if processing_error(snapshot) else cut_text(_answer(snapshot, final, research)),
         report=report(snapshot, text_steps),
         question=question(snapshot, text_steps) if research and status == "running" else None,
         clarifying=clarifying(snapshot, text_steps) if research else (),

@@ -15,21 +15,30 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from pplxweb.perplexity.client import PerplexityClient
 from pplxweb.perplexity.errors import AuthError, PerplexityError, ProtocolError, ThreadGone
 from pplxweb.perplexity.extract import Image, Source, extract
 from pplxweb.perplexity.merge import Snapshot, merge
 from pplxweb.perplexity.request import API_VERSION, rest_headers
-from pplxweb.perplexity.responses import check_response, gone_code, json_body, read_limited
+from pplxweb.perplexity.responses import (
+    check_apart,
+    check_response,
+    gone_code,
+    json_body,
+    read_body,
+    read_limited,
+)
+from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
 
 LIST_PATH = "/rest/thread/list_ask_threads"
 LIST_LIMIT = 100  # threads per listing page (the server's cap is disputed, docs/protocol.md §11.2)
 PAGE_LIMIT = 100  # turns per thread page; the web app asks for 10
-MAX_LIST_BYTES = 16 * 1024 * 1024
-MAX_PAGE_BYTES = 64 * 1024 * 1024  # 100 turns, each keeping its answer up to three times
-MAX_REPORT_BYTES = 16 * 1024 * 1024
+SMALLER_PAGES = (10, 1)  # asked for instead when a page is larger than MAX_PAGE_BYTES
+# one reply read whole and parsed: at most values.MAX_DOCUMENT (8 MB), and what parsing it holds at
+# most values.MAX_PARSED (a hostile reply of tiny parts is refused before it is parsed)
+MAX_LIST_BYTES = MAX_DOCUMENT
+MAX_PAGE_BYTES = MAX_DOCUMENT
+MAX_REPORT_BYTES = MAX_DOCUMENT
 BLOCK_USES = (
     "answer_modes", "media_items", "knowledge_cards", "inline_entity_cards", "place_widgets",
     "finance_widgets", "sports_widgets", "shopping_widgets", "jobs_widgets", "search_result_widgets",
@@ -45,14 +54,19 @@ class TooLarge(PerplexityError):
     message = "Perplexity's reply was larger than pplxweb reads in one go."
 
 
-def _json(response: httpx.Response, limit: int) -> Any:
-    if len(response.content) >= limit:
+def _json(body: bytes, limit: int) -> Any:
+    if len(body) > limit:
         raise TooLarge(
             f"Perplexity's reply was larger than {limit // 1024 // 1024} MB; pplxweb stopped reading it."
         )
+    if parsed_size(body) > MAX_PARSED:
+        raise TooLarge(
+            f"Perplexity's reply would take more than {MAX_PARSED // 1024 // 1024} MB to read "
+            "(a very large number of small parts); pplxweb did not read it."
+        )
     try:  # hostile bytes: text that is not UTF-8 is read with replacement characters
-        return json.loads(response.content.decode("utf-8", "replace"))
-    except ValueError:
+        return json.loads(body.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
         raise ProtocolError("Perplexity's library answered with something that is not JSON.") from None
 
 
@@ -82,15 +96,15 @@ async def list_threads(client: PerplexityClient, offset: int, limit: int = LIST_
         "include_assets": True, "send_last_entry": True, "thread_type_filter": None,
         "with_temporary_threads": False,
     }  # fmt: skip
-    response = await client._call(
+    response, reply = await client.read_apart(
         "POST",
         f"{LIST_PATH}?version={API_VERSION}&source=default",
         content=json.dumps(body).encode(),
         headers=_headers(client, LIST_PATH, "threads-body"),
         limit=MAX_LIST_BYTES,
     )
-    check_response(response)
-    value = _json(response, MAX_LIST_BYTES)
+    check_apart(response, reply)
+    value = _json(reply, MAX_LIST_BYTES)
     if isinstance(value, dict):  # shapes some peers tolerate (docs/protocol.md §11.2)
         value = next(
             (value[k] for k in ("threads", "data", "entries") if isinstance(value.get(k), list)), None
@@ -108,18 +122,21 @@ class ThreadPage:
     metadata: dict = field(default_factory=dict)
 
 
-async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> ThreadPage:
-    """One page of a thread's turns, oldest first; the next page is by `next_cursor` (offset
-    is ignored upstream, docs/protocol.md §11.4). ThreadGone when Perplexity refuses the thread."""
+async def thread_page(
+    client: PerplexityClient, slug: str, cursor: str = "", limit: int = PAGE_LIMIT
+) -> ThreadPage:
+    """One page of (at most `limit`) turns of a thread, oldest first; the next page is by
+    `next_cursor` (offset is ignored upstream, docs/protocol.md §11.4). ThreadGone when Perplexity
+    refuses the thread; TooLarge when the page is (ask for fewer turns)."""
     params = [
         ("version", API_VERSION), ("source", "default"), ("with_schematized_response", "true"),
-        ("with_parent_info", "true"), ("from_first", "true"), ("limit", str(PAGE_LIMIT)),
+        ("with_parent_info", "true"), ("from_first", "true"), ("limit", str(limit)),
         *(("supported_block_use_cases", use) for use in BLOCK_USES),
     ]  # fmt: skip
     if cursor:
         params.append(("cursor", cursor))
     path = f"/rest/thread/{quote(slug, safe='')}"
-    response = await client._call(
+    response, body = await client.read_apart(
         "GET",
         path,
         params=params,
@@ -128,8 +145,9 @@ async def thread_page(client: PerplexityClient, slug: str, cursor: str = "") -> 
     )
     if response.status_code == 404 and not gone_code(response):
         raise ThreadGone("THREAD_NOT_FOUND")
-    check_response(response)  # ThreadGone for a deleted, expired or hidden thread
-    value = _json(response, MAX_PAGE_BYTES)
+    check_apart(response, body)  # ThreadGone for a deleted, expired or hidden thread
+    value = _json(body, MAX_PAGE_BYTES)
+    del body  # the page's bytes go before its entries are read
     if not isinstance(value, dict):
         raise ProtocolError("Perplexity's thread answer is not a thread.")
     entries = value.get("entries")
@@ -182,14 +200,16 @@ async def fetch_report(client: PerplexityClient, url: str) -> str | None:
     refused (expired: ask for a fresh one)."""
     request = client._http.build_request("GET", url, headers={"Accept": "text/markdown, text/plain, */*"})
     response = await client._send(request)
-    try:
-        await read_limited(response, MAX_REPORT_BYTES)
+    try:  # a report's bytes apart from the response (see client.read_apart)
+        body = await read_body(response, MAX_REPORT_BYTES) if response.is_success else b""
+        if not response.is_success:
+            await read_limited(response)
     finally:
         await response.aclose()
     if response.status_code in (401, 403, 404, 410):
         return None
-    check_response(response)
-    return response.content.decode("utf-8", "replace")
+    check_apart(response, body)
+    return body[:MAX_REPORT_BYTES].decode("utf-8", "replace")
 
 
 # --- reading what the library returns ----------------------------------------------------------

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pplxweb.perplexity.merge import Snapshot
-from pplxweb.perplexity.values import as_list, as_str, decode
+from pplxweb.perplexity.values import MAX_TEXT, as_list, as_str, cut_text, decode
 
-REPORT_LIMIT = 2_000_000  # characters kept of one report (a 13 KB report is typical)
-REPORT_CUT = "\n\n*(The report was longer than pplxweb keeps: {} characters; the rest was cut.)*"
+REPORT_LIMIT = MAX_TEXT  # characters kept of one report (a 13 KB report is typical)
 SKIP_SECONDS_MAX = 600  # a clarifying question's countdown, at most (bad input: 10^9 seconds)
 SKIP_SECONDS_DEFAULT = 60
 OPTIONS_MAX = 10
@@ -69,9 +68,7 @@ def is_research(top: dict) -> bool:
 def report(snapshot: Snapshot, text_steps: Any) -> str:
     """The research report's Markdown ("" when there is none), at most REPORT_LIMIT characters."""
     found = _from_steps(text_steps) or _from_assets_blocks(snapshot) or _from_workflow(snapshot)
-    if len(found) > REPORT_LIMIT:
-        return found[:REPORT_LIMIT] + REPORT_CUT.format(len(found))
-    return found
+    return cut_text(found, "report")
 
 
 def _content(asset: Any) -> str:

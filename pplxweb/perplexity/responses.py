@@ -38,6 +38,17 @@ async def read_limited(response: httpx.Response, limit: int = ERROR_BODY_LIMIT) 
     response._content = bytes(body[:limit])
 
 
+async def read_body(response: httpx.Response, limit: int) -> bytes:
+    """At most `limit` bytes of the body (one more if there were more), as bytes of their own."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            del body[limit + 1 :]
+            break
+    return bytes(body)
+
+
 def is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "").lower() or response.content[:1] in (
         b"{",
@@ -53,15 +64,15 @@ def json_body(response: httpx.Response) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def looks_like_challenge(response: httpx.Response) -> bool:
+def looks_like_challenge(response: httpx.Response, body: bytes | None = None) -> bool:
+    """Cloudflare's challenge rather than Perplexity's reply; `body`: the reply's bytes when they
+    were read apart from the response (client.read_apart), else its content."""
     if response.headers.get("cf-mitigated", "").lower() == "challenge":
         return True
-    if "text/html" not in response.headers.get("content-type", "").lower() and response.content[:1] in (
-        b"{",
-        b"[",
-    ):
+    body = response.content if body is None else body
+    if "text/html" not in response.headers.get("content-type", "").lower() and body[:1] in (b"{", b"["):
         return False
-    text = response.content[:ERROR_BODY_LIMIT].decode("utf-8", "replace").lower()
+    text = body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").lower()
     return any(marker in text for marker in CF_MARKERS)
 
 
@@ -102,6 +113,15 @@ def check_response(response: httpx.Response) -> None:
         raise UpstreamError(f"Perplexity had a server error ({status}). Try again in a moment.")
     if status >= 300 and not response.is_redirect:
         raise UpstreamError(f"Perplexity answered with status {status}.")
+
+
+def check_apart(response: httpx.Response, body: bytes) -> None:
+    """check_response() for a reply read by client.read_apart: a success read apart (`body`), or a
+    refusal read as usual."""
+    if not response.is_success:
+        check_response(response)
+    elif looks_like_challenge(response, body):
+        raise ChallengeError()
 
 
 def sign_in_check(response: httpx.Response, refused: str) -> None:

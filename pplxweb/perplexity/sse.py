@@ -3,8 +3,12 @@
 Two framings arrive: the wire's server-sent events (`event:` / `data:` lines, CRLF or LF, a
 blank line ends a frame) and JSON Lines (one event object per line, as saved captures are).
 The framing is chosen from the first non-blank line. A frame whose data is not a JSON object
-is skipped and counted; `[DONE]` is ignored; `event: end_of_stream` ends the stream. A frame
-larger than MAX_FRAME is an error, so a body with no line ends can never fill memory.
+is skipped and counted; `[DONE]` is ignored; `event: end_of_stream` ends the stream.
+
+Hostile bytes cost a bounded amount: a frame larger than MAX_FRAME is an error (so a body with no
+line ends can never fill memory), and so is one whose parsing would hold more than MAX_PARSED
+(values.parsed_size: a few bytes of `{}` or `"a",` cost a hundred once parsed). Each byte is
+looked at a bounded number of times, however the body is split.
 """
 
 from __future__ import annotations
@@ -14,8 +18,21 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pplxweb.perplexity.errors import ProtocolError
+from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
 
-MAX_FRAME = 16 * 1024 * 1024
+MAX_FRAME = MAX_DOCUMENT
+TOO_LARGE = (
+    "Perplexity sent a frame larger than {} MB, more than any answer needs; pplxweb stopped "
+    "reading this answer there."
+)
+TOO_COSTLY = (
+    "Perplexity sent a frame that would take more than {} MB to read (a very large number of "
+    "small parts); pplxweb stopped reading this answer there."
+)
+
+
+def _mb(size: int) -> int:
+    return size // (1024 * 1024)
 
 
 class Event(NamedTuple):
@@ -40,13 +57,16 @@ class StreamParser:
     def feed(self, chunk: bytes) -> list[Event]:
         if self.ended or not chunk:
             return []
+        # what was left by the last feed has no LF in it: look for one in the new bytes only
+        fresh = len(self._buffer)
         self._buffer += chunk
         events: list[Event] = []
         buffer = self._buffer
         # The usual case, all line ends LF or CRLF: split every complete line at once (in C).
-        last = buffer.rfind(b"\n")
+        last = buffer.rfind(b"\n", fresh)
         if last >= 0:
-            lines = bytes(buffer[: last + 1])
+            with memoryview(buffer) as view:  # one copy of the lines, not two
+                lines = bytes(view[: last + 1])
             if b"\r" in lines:
                 lines = lines.replace(b"\r\n", b"\n")
             if b"\r" not in lines:  # else a lone CR ends a line: the scan below handles it
@@ -72,9 +92,7 @@ class StreamParser:
         del buffer[:start]
         self._scan = max(0, self._scan - start)
         if len(buffer) + self._data_size > self.max_frame:
-            raise ProtocolError(
-                f"Perplexity sent a frame larger than {self.max_frame // (1024 * 1024)} MiB.",
-            )
+            raise ProtocolError(TOO_LARGE.format(_mb(self.max_frame)))
         if self.ended:
             buffer.clear()
         return events
@@ -110,6 +128,8 @@ class StreamParser:
                 return
             self._mode = "jsonl" if stripped[:1] in (b"{", b"[") else "sse"
         if self._mode == "jsonl":
+            if len(line) > self.max_frame:
+                raise ProtocolError(TOO_LARGE.format(_mb(self.max_frame)))
             if line.strip():
                 self._emit("message", line, events)
             return
@@ -118,19 +138,22 @@ class StreamParser:
             return
         if line.startswith(b":"):
             return  # comment
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
+        colon = line.find(b":")
+        name = line if colon < 0 else line[:colon]
+        start = colon + 2 if line[colon + 1 : colon + 2] == b" " else colon + 1
         if name == b"data":
+            value = line[start:] if colon >= 0 else b""  # one copy of a large frame, not two
             self._data.append(value)
             self._data_size += len(value) + 1
+            if self._data_size > self.max_frame:
+                raise ProtocolError(TOO_LARGE.format(_mb(self.max_frame)))
         elif name == b"event":
-            self._event = value.decode("utf-8", "replace").strip()
+            self._event = line[start:].decode("utf-8", "replace").strip() if colon >= 0 else ""
         # id:, retry: and unknown fields are ignored
 
     def _dispatch(self, events: list[Event]) -> None:
         name = self._event or "message"
-        data = b"\n".join(self._data)
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         had_data = bool(self._data)
         self._event, self._data, self._data_size = "", [], 0
         if name == "end_of_stream":
@@ -142,9 +165,11 @@ class StreamParser:
     def _emit(self, name: str, data: bytes, events: list[Event]) -> None:
         if data.strip() == b"[DONE]":
             return
+        if parsed_size(data) > MAX_PARSED:
+            raise ProtocolError(TOO_COSTLY.format(_mb(MAX_PARSED)))
         try:
             value = json.loads(data)
-        except ValueError:  # includes invalid UTF-8
+        except (ValueError, RecursionError):  # invalid UTF-8 too; nested deeper than Python goes
             self.skipped += 1
             return
         if not isinstance(value, dict):

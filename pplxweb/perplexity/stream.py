@@ -46,8 +46,9 @@ class AskStream:
     """The snapshots of one answer as they arrive: `async for snapshot in stream`.
 
     After the loop: `snapshot` is the last state, `ended` says the stream ended (cleanly or
-    not), `cut` says why it ended early ("" when it completed), `skipped` counts unreadable
-    frames. Cancelling closes the upstream request; after a `break`, leave `async with` (or
+    not), `cut` says why it ended early ("" when it completed), `capped` that it was because the
+    answer grew past what pplxweb keeps (merge.MAX_HELD: reading stopped there), `skipped`
+    counts unreadable frames. Cancelling closes the upstream request; after a `break`, leave `async with` (or
     call aclose()) to close it at once.
     """
 
@@ -71,6 +72,7 @@ class AskStream:
         self.snapshot = Snapshot()
         self.ended = False
         self.cut = ""
+        self.capped = False
         self.skipped = 0
         self.retried = False
         self.saw_bytes = False  # of the current attempt
@@ -199,6 +201,9 @@ class AskStream:
                 self.skipped = parser.skipped
                 if changed:
                     yield self.snapshot
+                if self.snapshot.over:  # what is kept of it is kept; the rest is not read
+                    self.ended, self.cut, self.capped = True, self.snapshot.over, True
+                    return
                 if parser.ended:
                     self.ended = True
                     await _rest_of(chunks)

@@ -2,43 +2,54 @@
 question (pplxweb.perplexity.uploads), listed and downloadable on their entry.
 
 A file is judged by its bytes, never by its name or the browser's word: PDF, PNG, JPEG, WebP,
-GIF, Word (.docx), or UTF-8 text (plain, Markdown or CSV by its name). It is stored as
-`attachments/<random>.<kind>` (owner-only modes), whatever it was called; its name is kept only
-to show. An upload not asked with is removed after ORPHAN_AFTER; files of deleted entries go at
-the next sweep (after a delete, or with the next upload).
+GIF, Word (.docx), or UTF-8 text (plain, Markdown or CSV by its name). It is stored under its
+content's name (search.attachments.disk: the same bytes are kept once, and shared), whatever it
+was called; its name is kept only to show. Keeping files is bounded per person: KEPT_PER_MINUTE
+and KEPT_PER_DAY files on every path that takes them (the page, the plain form), and their
+storage quota (search.storage).
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import logging
 import os
 import re
 import secrets
-import shutil
-import time
 import unicodedata
 import zipfile
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Case, Value, When
-from django.utils import timezone
 
 from accounts import ratelimit
 from pplxweb.ids import parse as parse_id
+from search import storage
+from search.attachments.disk import (
+    ORPHAN_AFTER,
+    folder,
+    keep_partial,
+    path_of,
+    remove_stored,
+    stored_of,
+    sweep,
+    sweep_now_and_then,
+)
 from search.images import kind_of as image_kind
 from search.models import Attachment, Entry
-from search.render import scrub
+from search.saving import clean
 
 log = logging.getLogger(__name__)
+__all__ = [
+    "ORPHAN_AFTER", "folder", "path_of", "remove_stored", "stored_of", "sweep", "sweep_now_and_then",
+]  # fmt: skip
 
-ORPHAN_AFTER = timedelta(days=1)
-IN_FLIGHT = 600.0  # seconds a stored file may wait for its row before a sweep takes it
-SWEEP_EVERY = 600.0  # seconds between sweeps started by uploads
-_swept = float("-inf")
 UPLOADS_PER_MINUTE = 30  # files a person may hand to Perplexity in a minute
+KEPT_PER_MINUTE, KEPT_PER_DAY = 30, 500  # files a person may have kept (attached) in a minute, a day
 CHUNK = 256 * 1024
 KINDS = {  # kind -> (label, content type, extension)
     "pdf": ("PDF", "application/pdf", "pdf"),
@@ -70,7 +81,6 @@ CLAIMS = {  # what a name's extension says it is
     **TEXT_NAMES,
 }  # fmt: skip
 ACCEPTED = "PDF, PNG, JPEG, WebP, GIF, Word (.docx), plain text, Markdown or CSV"
-STORED = re.compile(r"[0-9a-f]{32}\.[a-z]{2,8}")
 
 
 class Refused(Exception):
@@ -79,12 +89,6 @@ class Refused(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def folder() -> Path:
-    path = Path(settings.DATA_DIR) / "attachments"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
 
 
 def max_bytes() -> int:
@@ -102,7 +106,7 @@ def size_text(size: int) -> str:
 def shown_name(raw: str) -> str:
     """The name as given, made showable: no path, no control characters, at most 200 characters
     (its extension kept)."""
-    name = scrub(str(raw or "")).replace("\\", "/").rsplit("/", 1)[-1]
+    name = clean(str(raw or "")).replace("\\", "/").rsplit("/", 1)[-1]
     name = "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cf") else c for c in name).strip()
     if len(name) > 200:
         stem, dot, extension = name.rpartition(".")
@@ -191,62 +195,84 @@ def _is_text(path: Path) -> bool:
 
 
 def store(uploaded) -> Attachment:
-    """Save an uploaded file (Django's UploadedFile, read in chunks: memory stays flat) under a
-    safe name; its row, not yet saved (see record). Refused (nothing left behind) when it may not
-    be kept. Only file work: callers run it off the database thread."""
+    """Save an uploaded file (Django's UploadedFile, read in chunks: memory stays flat) under its
+    content's name; its row, not yet saved (see record). Refused (nothing left behind) when it may
+    not be kept. Only file work: callers run it off the database thread, after admit()."""
     name = shown_name(getattr(uploaded, "name", ""))
-    limit = max_bytes()
-    if uploaded.size is not None and uploaded.size > limit:
+    if uploaded.size is not None and uploaded.size > max_bytes():
         raise Refused(
             f"“{name}” is {size_text(uploaded.size)}; files can be at most {settings.ATTACHMENT_MAX_MB} MB."
         )
-    token = secrets.token_hex(16)
-    partial = folder() / f"{token}.partial"
-    size = 0
+    stored, size, kind = keep_bytes(uploaded.chunks(CHUNK), name)
+    return Attachment(name=name, stored=stored, size=size, kind=kind)
+
+
+def keep_bytes(chunks: Iterable[bytes], name: str) -> tuple[str, int, str]:
+    """Write the chunks to a file of their own (owner-only from the first byte), judge it, and
+    keep it under its content's name: bytes already kept are not kept twice. Returns (stored
+    name, size, kind); Refused (nothing left behind) when it may not be kept."""
+    limit = max_bytes()
+    partial = folder() / f"{secrets.token_hex(16)}.partial"
+    digest, size = hashlib.sha256(), 0
     try:
         # owner-only from the first byte (os.open's mode; the umask may only narrow it)
         with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            for chunk in uploaded.chunks(CHUNK):
+            for chunk in chunks:
                 size += len(chunk)
                 if size > limit:
                     raise Refused(
                         f"“{name}” is larger than {settings.ATTACHMENT_MAX_MB} MB; it was not attached."
                     )
+                digest.update(chunk)
                 out.write(chunk)
         if size == 0:
             raise Refused(f"“{name}” is empty (0 bytes); it was not attached.")
         kind = judge(partial, name)
-        stored = f"{token}.{KINDS[kind][2]}"
-        os.replace(partial, folder() / stored)
+        stored = f"{digest.hexdigest()}.{KINDS[kind][2]}"
+        keep_partial(partial, stored)
     finally:
         partial.unlink(missing_ok=True)
-    return Attachment(name=name, stored=stored, size=size, kind=kind)
+    return stored, size, kind
+
+
+def admit(user, files: list) -> None:
+    """Whether the person may have these uploads (Django's UploadedFiles) kept now: Refused with
+    the sentence when they would pass the per-person limits (every path that keeps files asks
+    this first) or their storage quota (by the sizes the uploads declare)."""
+    if not files:
+        return
+    for scope, capacity, period, when in (
+        ("attachment-kept", KEPT_PER_MINUTE, timedelta(minutes=1), "this minute"),
+        ("attachment-kept-day", KEPT_PER_DAY, timedelta(days=1), "today"),
+    ):
+        verdict = ratelimit.take(scope, str(user.pk), capacity, period, cost=len(files))
+        if not verdict.allowed:
+            raise Refused(f"That is more than {capacity} files {when}. Try again {verdict.wait_text}.")
+    size = sum(f.size or 0 for f in files)
+    names = ", ".join(f"“{shown_name(getattr(f, 'name', ''))}”" for f in files[:3])
+    try:
+        storage.check(user.pk, size, f"{names}{' and more' if len(files) > 3 else ''} ({size_text(size)})")
+    except storage.Full as exc:
+        raise Refused(exc.message) from None
 
 
 def record(user, stored: list[Attachment]) -> list[Attachment]:
-    """The rows of files store() kept, saved as the person's (their files go if that fails)."""
+    """The rows of files store() kept, saved as the person's (their files go if that fails and
+    no other row shares them)."""
     try:
         for attachment in stored:
             attachment.user = user
             attachment.save()
     except Exception:
-        for attachment in stored:
-            (folder() / attachment.stored).unlink(missing_ok=True)
+        remove_stored([attachment.stored for attachment in stored])
         raise
     return stored
 
 
 def keep(user, uploaded) -> Attachment:
-    """store() and record() in one (for callers already off the event loop)."""
+    """admit(), store() and record() in one (for callers already off the event loop)."""
+    admit(user, [uploaded])
     return record(user, [store(uploaded)])[0]
-
-
-def path_of(attachment: Attachment) -> Path | None:
-    """The stored file (its name checked, not trusted), if it is there."""
-    if not STORED.fullmatch(attachment.stored):
-        return None
-    path = folder() / attachment.stored
-    return path if path.is_file() else None
 
 
 def chosen(user, values: list, allow_asked: bool = False) -> list[Attachment]:
@@ -318,23 +344,20 @@ def shown(rows, cited: set[int] | frozenset[int] = frozenset()) -> list[dict]:
     ]
 
 
-def copies_for(user, entry: Entry) -> list[Attachment]:
-    """Fresh, unasked copies of an entry's files ("Ask again": uploaded to Perplexity afresh)."""
+def again(user, entry: Entry) -> list[Attachment]:
+    """Unasked rows for an entry's files ("Ask again", "Edit and ask again"), naming the same
+    stored files (never a copy: they are uploaded to Perplexity afresh, its links expire). An
+    unasked row of the person for the same file is reused, so opening "Edit and ask again" any
+    number of times adds nothing."""
     out = []
     for attachment in entry.attachments.all():
-        source = path_of(attachment)
-        if source is None:
+        if path_of(attachment) is None:
             raise Refused(
                 f"“{attachment.name}” is no longer on this server, so it cannot be asked about again."
             )
-        stored = f"{secrets.token_hex(16)}.{KINDS[attachment.kind][2]}"
-        shutil.copyfile(source, folder() / stored)
-        os.chmod(folder() / stored, 0o600)
-        out.append(
-            Attachment.objects.create(
-                user=user, name=attachment.name, stored=stored, size=attachment.size, kind=attachment.kind
-            )
-        )
+        same = {"user": user, "stored": attachment.stored, "name": attachment.name, "kind": attachment.kind}
+        unasked = Attachment.objects.filter(entry__isnull=True, **same).exclude(pk__in=[a.pk for a in out])
+        out.append(unasked.first() or Attachment.objects.create(size=attachment.size, **same))
     return out
 
 
@@ -349,56 +372,3 @@ def mark_cited(entry_id: int, hits: list[str]) -> None:
     if hits:
         cited = cited_by(Attachment.objects.filter(entry_id=entry_id, cited=False), hits)
         Attachment.objects.filter(pk__in=cited).update(cited=True)
-
-
-def sweep(now=None) -> int:
-    """Remove uploads never asked with after ORPHAN_AFTER, and files whose row is gone (their
-    entry deleted). Returns how many files went."""
-    global _swept
-    _swept = time.monotonic()
-    now = now or timezone.now()
-    root = folder()
-    orphans = Attachment.objects.filter(entry__isnull=True, created__lt=now - ORPHAN_AFTER)
-    gone = 0
-    while names := list(orphans.values_list("stored", flat=True)[:500]):
-        Attachment.objects.filter(stored__in=names).delete()
-        gone += remove_stored(names)
-    on_disk = sorted(p.name for p in root.iterdir() if STORED.fullmatch(p.name))
-    kept: set[str] = set()
-    for start in range(0, len(on_disk), 500):  # bounded statements, whatever the folder holds
-        names = on_disk[start : start + 500]
-        kept.update(Attachment.objects.filter(stored__in=names).values_list("stored", flat=True))
-    for name in set(on_disk) - kept:
-        # a file stored a moment ago may not have its row yet (another upload, in another tab)
-        try:
-            if now.timestamp() - (root / name).stat().st_mtime < IN_FLIGHT:
-                continue
-        except FileNotFoundError:
-            continue
-        (root / name).unlink(missing_ok=True)
-        gone += 1
-    for partial in root.glob("*.partial"):  # a keep() the server died in
-        if now.timestamp() - partial.stat().st_mtime > ORPHAN_AFTER.total_seconds():
-            partial.unlink(missing_ok=True)
-    return gone
-
-
-def stored_of(entries) -> list[str]:
-    """The stored names of these entries' files (a queryset of them, read before they are deleted)."""
-    return list(Attachment.objects.filter(entry__in=entries).values_list("stored", flat=True))
-
-
-def remove_stored(names: list[str]) -> int:
-    """Delete these stored files (their rows already gone); returns how many there were."""
-    root, count = folder(), 0
-    for name in names:
-        if STORED.fullmatch(name) and (root / name).exists():
-            (root / name).unlink(missing_ok=True)
-            count += 1
-    return count
-
-
-def sweep_now_and_then() -> None:
-    """sweep() at most every SWEEP_EVERY in this process (each upload calls this)."""
-    if time.monotonic() - _swept > SWEEP_EVERY:
-        sweep()

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 import zipfile
 
 from django.conf import settings
 
-from search.attachments import (
-    CHUNK,
-    KINDS,
-    Refused,
-    folder,
-    judge,
-    max_bytes,
-    path_of,
-    shown_name,
-    upstream_name,
-)
+from search.attachments import CHUNK, Refused, keep_bytes, max_bytes, path_of, shown_name, upstream_name
+from search.images import MAX_BYTES as IMAGE_MAX_BYTES
 from search.models import Attachment, Entry
 
 
@@ -59,41 +47,57 @@ def write(archive: zipfile.ZipFile, entry: Entry) -> None:
             archive.write(path_of(a), name, zipfile.ZIP_STORED)
 
 
-def bring_back(user, entry: Entry, items, archive: zipfile.ZipFile | None) -> int:
-    """An imported entry's files, copied from the zip and judged again as on upload (a listed
-    file that is missing, too large or not an accepted kind is left out). Returns how many."""
+def bring_back(user, entry: Entry, items, archive: zipfile.ZipFile | None, members: dict) -> list[Attachment]:
+    """An imported entry's files, read from the zip and judged again as on upload (a listed file
+    that is missing, too large or not an accepted kind is left out): their rows, to be saved by
+    the caller. Each member is read and kept at most once per import (`members`: what each became,
+    by name; one the listing names again is a new row for the same file), and bytes already kept
+    are not written again (files are named by their content)."""
     if archive is None or not isinstance(items, list):
-        return 0
-    count = 0
+        return []
+    rows = []
     for item in items[: settings.ATTACHMENTS_PER_QUESTION]:
         name = item.get("file") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name.startswith("attachments/"):
             continue
-        try:
-            info = archive.getinfo(name)
-        except KeyError:
-            continue
-        if not 0 < info.file_size <= max_bytes():
-            continue
-        token = secrets.token_hex(16)
-        partial = folder() / f"{token}.partial"
         shown = shown_name(item.get("name") or name.rsplit("/", 1)[-1])
-        try:
-            with (
-                archive.open(info) as source,
-                os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out,
-            ):
-                shutil.copyfileobj(source, out, CHUNK)
-            kind = judge(partial, shown)
-            stored = f"{token}.{KINDS[kind][2]}"
-            os.replace(partial, folder() / stored)
-        except Refused:
+        if name not in members:
+            members[name] = _member(archive, name, shown)
+        if members[name] is None:
             continue
-        finally:
-            partial.unlink(missing_ok=True)
-        Attachment.objects.create(
-            user=user, entry=entry, name=shown, stored=stored, size=info.file_size, kind=kind,
-            cited=item.get("cited") is True,
-        )  # fmt: skip
-        count += 1
-    return count
+        stored, size, kind = members[name]
+        cited = item.get("cited") is True
+        row = Attachment(user=user, entry=entry, name=shown, stored=stored, size=size, kind=kind, cited=cited)
+        row.position = len(rows)
+        rows.append(row)
+    return rows
+
+
+def _member(archive: zipfile.ZipFile, name: str, shown: str) -> tuple[str, int, str] | None:
+    """(stored name, size, kind) of a member kept, or None. Its size is what it held: reading
+    stops at the size it declares, and a member that holds more fails its checksum (the zip is
+    then refused as damaged)."""
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return None
+    if not 0 < info.file_size <= max_bytes():
+        return None
+    try:
+        with archive.open(info) as source:
+            return keep_bytes(iter(lambda: source.read(CHUNK), b""), shown)
+    except Refused:
+        return None
+
+
+def members_size(archive: zipfile.ZipFile) -> int:
+    """What an import of this zip could write of its files at most: each member under
+    attachments/ and images/ once, by the size it declares, if under its kind's cap (others are
+    never written)."""
+    caps = {"attachments/": max_bytes(), "images/": IMAGE_MAX_BYTES}
+    sizes = {}
+    for info in archive.infolist():
+        cap = next((c for prefix, c in caps.items() if info.filename.startswith(prefix)), 0)
+        if 0 < info.file_size <= cap:
+            sizes[info.filename] = info.file_size  # a name listed twice is read once (the last)
+    return sum(sizes.values())

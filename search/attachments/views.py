@@ -36,7 +36,8 @@ async def attach(request: HttpRequest) -> JsonResponse:
     files = request.FILES.getlist("file")
     if len(files) != 1:
         return JsonResponse({"error": "Send one file at a time."}, status=400)
-    try:  # the copy on a thread of its own: the database thread is everyone's
+    try:  # the person's limits first; the copy on a thread of its own: the database thread is everyone's
+        await database_sync_to_async(attachments.admit)(user, files)
         stored = await sync_to_async(attachments.store, thread_sensitive=False)(files[0])
     except Refused as exc:
         return JsonResponse({"error": exc.message}, status=400)
@@ -55,12 +56,10 @@ def _keep(user, stored: Attachment) -> list[Attachment]:
 
 
 def _forget(user, ids: list[int]) -> None:
-    """The person's uploads not yet asked with, and their files."""
+    """The person's uploads not yet asked with, and their files (unless other rows share them)."""
     rows = list(Attachment.objects.filter(pk__in=ids, user=user, entry__isnull=True))
     Attachment.objects.filter(pk__in=[a.pk for a in rows]).delete()
-    for attachment in rows:
-        if path := attachments.path_of(attachment):
-            path.unlink(missing_ok=True)
+    attachments.remove_stored([a.stored for a in rows])
 
 
 @require_POST
@@ -86,10 +85,16 @@ def download(request: HttpRequest, pk: int) -> FileResponse:
 
 async def gather(user, data, files: list) -> tuple[list[Attachment], list[str]]:
     """The files of a plain form: those kept from a previous try (`attachment` ids), then the new
-    uploads, each kept if it may be (copied off the database thread). Returns (the good files, a
-    sentence for each bad one)."""
+    uploads, each kept if it may be (the person's limits and quota first, as for the page's
+    uploads; copied off the database thread). Returns (the good files, a sentence for each bad
+    one)."""
     problems: list[str] = []
     stored = []
+    try:
+        await database_sync_to_async(attachments.admit)(user, files)
+    except Refused as exc:
+        problems.append(exc.message)
+        files = []
     for uploaded in files:
         try:
             stored.append(await sync_to_async(attachments.store, thread_sensitive=False)(uploaded))

@@ -1,5 +1,13 @@
 """History back in: a history zip, its history.json, or a thread's JSON (as search.history.export
-writes them) restored for a person, all or nothing."""
+writes them) restored for a person, all or nothing.
+
+What an import costs is bounded whatever the file: one conversation is read at a time (at most
+MAX_IMPORT bytes, and refused before it is parsed when parsing it would hold more than
+values.MAX_PARSED), conversations are written a batch at a time (WRITE_BATCH entries or
+BATCH_BYTES of them), each zip member is written at most once, and the person's storage quota is
+checked before anything is written (the files the zip could bring, by their declared sizes) and
+after each batch (removed whole when it would pass it).
+"""
 
 from __future__ import annotations
 
@@ -9,40 +17,33 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import IO
 
 from django.db import connection, transaction
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from pplxweb.datadir import private_file, private_folder
-from search import clarifications, images, rendered, versions
+from pplxweb.perplexity.values import MAX_DOCUMENT, MAX_PARSED, parsed_size
+from search import rendered, storage, versions
 from search.attachments import archive as attachment_archive
-from search.display import CARRIED
-from search.history import import_jobs
+from search.history import import_entries, import_images, import_jobs
 from search.history.export import FORMAT
-from search.models import Entry, Thread
-from search.saving import deep
+from search.models import Attachment, Entry, Thread
+from search.saving import deep, fitted
 
-MAX_IMPORT = 50 * 1024 * 1024  # one conversation; or a whole file not in pplxweb's own layout
+MAX_IMPORT = MAX_DOCUMENT  # one conversation; or a whole file not in pplxweb's own layout
+TOO_LARGE = f"larger than {MAX_IMPORT // 1024 // 1024} MB"
 MAX_ZIP = 4 * 1024**3  # a history zip, its images included (read from the upload's file, not memory)
 MAX_HISTORY = 1024**3  # history.json, as declared in the zip (or the file's size), checked before reading
 MAX_MEMBERS = 100_000  # files in a zip: opening one reads its whole directory into memory
-# JSON objects and arrays in one conversation (or a whole file not in pplxweb's layout): each
-# costs ~100 bytes in memory while a 2-byte `{}` in the file, so a cap on the bytes is not enough
-MAX_PARTS = 200_000
 READ_BLOCK = 1024 * 1024
 NOT_JSON = "That file is not valid JSON; nothing was imported."
 DEEP = "That file is nested deeper than any pplxweb writes; nothing was imported."
 WRITE_BATCH = 100  # entries written per transaction while importing (a pause between two)
+BATCH_BYTES = MAX_DOCUMENT  # ... or conversations of this many bytes in the file, whichever comes first
 # history.json's first line as export.history_zip writes it: then one conversation per line
 LISTING = re.compile(rb'\{"format": "pplxweb-history/1", "exported": "[^"\\]*", "threads": \[\r?\n')
 TEXT_LINE = re.compile(rb"[^\s][^\n]*")  # from a line's first non-blank byte to its end
 STATUSES = {s for s, _ in Entry.Status.choices}
-SOURCE_KEYS = ("title", "url", "snippet", "date")  # as extract.Source.as_dict() saves them
-STEP_KEYS = ("kind", "text")
-STILL_ARRIVING = "This answer was still arriving when it was exported; what had arrived is kept."
 
 
 class ImportRefused(Exception):
@@ -52,13 +53,7 @@ class ImportRefused(Exception):
 
 
 def _when(value) -> datetime:
-    try:
-        parsed = parse_datetime(value) if isinstance(value, str) else None
-        if parsed is not None:
-            parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
-            parsed.astimezone(UTC)  # an offset can carry it past the calendar's ends
-    except (ValueError, OverflowError):
-        parsed = None
+    parsed = import_entries.moment(value)
     if parsed is None:
         raise ImportRefused("A date in the file is not a date; nothing was imported.")
     return parsed
@@ -69,11 +64,13 @@ def _refuse_constant(name: str):
 
 
 def _parsed(raw: bytes):
-    """The JSON value, every string cleaned (no NUL, no lone surrogate: the database stores neither)."""
-    if raw.count(b"{") + raw.count(b"[") > MAX_PARTS:
+    """The JSON value, every string cleaned (no NUL, no lone surrogate: the database stores
+    neither). A few bytes of `{}` or `"a",` cost a hundred once parsed: what parsing would hold
+    is estimated first (values.parsed_size), and a conversation too costly is refused unread."""
+    if parsed_size(raw) > MAX_PARSED:
         raise ImportRefused(
-            "A conversation in that file has more parts than any pplxweb writes "
-            f"(over {MAX_PARTS:,} objects and lists); nothing was imported."
+            "A conversation in that file has more parts than any pplxweb writes (reading it would "
+            f"take more than {MAX_PARSED // 1024 // 1024} MB); nothing was imported."
         )
     try:
         return deep(json.loads(raw, parse_constant=_refuse_constant))
@@ -95,25 +92,26 @@ def _threads_of(data) -> list:
     )
 
 
-def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[dict]:
-    """The conversations in an export file, each checked and scrubbed as it is read. pplxweb's
-    history.json has one per line and is read line by line, whatever its size; any other layout
-    (a thread's JSON, a file someone re-indented) is read whole, up to MAX_IMPORT."""
+def _read_threads(stream: IO[bytes], pacer: import_jobs.Pacer | None = None) -> Iterator[tuple[dict, int]]:
+    """The conversations in an export file, each checked and scrubbed as it is read, with the
+    bytes it took in the file. pplxweb's history.json has one per line and is read line by line,
+    whatever its size; any other layout (a thread's JSON, a file someone re-indented) is read
+    whole, up to MAX_IMPORT."""
     first = stream.readline(MAX_IMPORT + 1)
     if not LISTING.fullmatch(first):
         rest = first + stream.read(MAX_IMPORT + 1 - len(first))
         if len(rest) > MAX_IMPORT:
             raise ImportRefused(
-                "That file is larger than 50 MB and not laid out as pplxweb writes it; nothing was imported."
+                f"That file is {TOO_LARGE} and not laid out as pplxweb writes it; nothing was imported."
             )
         for thread in _threads_of(_parsed(rest)):
-            yield _checked(thread)
+            yield _checked(thread), len(rest)
         return
     pacer = pacer or import_jobs.Pacer()
     for line in _lines(stream):
         if line == b"]}":
             return
-        yield _checked(_parsed(line.removesuffix(b",")))
+        yield _checked(_parsed(line.removesuffix(b","))), len(line)
         pacer.tick()
     raise ImportRefused("That file ends before its last conversation (cut short?); nothing was imported.")
 
@@ -127,11 +125,11 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
         end = block.rfind(b"\n") + 1  # what follows the last newline waits for the next block
         for found in TEXT_LINE.finditer(block, 0, end):
             if found.end() - found.start() > MAX_IMPORT:
-                raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+                raise ImportRefused(f"A conversation in that file is {TOO_LARGE}; nothing was imported.")
             yield found.group().strip()
         pending = block[end:]
         if len(pending) > MAX_IMPORT:
-            raise ImportRefused("A conversation in that file is larger than 50 MB; nothing was imported.")
+            raise ImportRefused(f"A conversation in that file is {TOO_LARGE}; nothing was imported.")
     if pending.strip():
         yield pending.strip()
 
@@ -165,6 +163,12 @@ def import_history(user, source: bytes | IO[bytes]) -> tuple[int, int]:
     (search.history.import_jobs), removed whole if a later conversation is refused or the server stops."""
     handle = io.BytesIO(source) if isinstance(source, bytes) else source
     archive, stream = _opened(handle)
+    if archive is not None:  # before anything is written: the most its files could take
+        files = attachment_archive.members_size(archive)
+        try:
+            storage.check(user.pk, files, f"The files in that zip ({storage.size_text(files)})")
+        except storage.Full as exc:
+            raise ImportRefused(f"{exc.message} Nothing was imported.") from None
     job = import_jobs.begin(user)
     if isinstance(job, str):
         raise ImportRefused(job)
@@ -211,24 +215,27 @@ def _opened(handle: IO[bytes]) -> tuple[zipfile.ZipFile | None, IO[bytes]]:
     return archive, archive.open(info)
 
 
-def _batches(threads: Iterator[dict]) -> Iterator[list[dict]]:
-    """Whole conversations, about WRITE_BATCH entries at a time."""
+def _batches(threads: Iterator[tuple[dict, int]]) -> Iterator[list[dict]]:
+    """Whole conversations, about WRITE_BATCH entries or BATCH_BYTES of them at a time (a batch
+    is held in memory until it is written)."""
     batch: list[dict] = []
-    count = 0
-    for thread in threads:
+    count = size = 0
+    for thread, took in threads:
         batch.append(thread)
-        count += len(thread["entries"])
-        if count >= WRITE_BATCH:
+        count, size = count + len(thread["entries"]), size + took
+        if count >= WRITE_BATCH or size >= BATCH_BYTES:
             yield batch
-            batch, count = [], 0
+            batch, count, size = [], 0, 0
     if batch:
         yield batch
 
 
 def _import(
-    user, threads: Iterator[dict], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
+    user, threads: Iterator[tuple[dict, int]], archive: zipfile.ZipFile | None, job, pacer: import_jobs.Pacer
 ) -> tuple[int, int]:
     imported = skipped = 0
+    files = import_images.Members(archive)  # each zip member read and written once
+    room, charged = storage.usage(user.pk), 0  # what the import adds to the quota, batch by batch
     for batch in _batches(threads):
         with transaction.atomic():
             if not import_jobs.held(job):  # its person was removed meanwhile
@@ -238,21 +245,33 @@ def _import(
             rows = Thread.objects.bulk_create(
                 Thread(
                     user=user,
-                    title=str(t.get("title") or t["entries"][0]["question"])[:300],
-                    read_write_token=str(t.get("read_write_token") or "")[:200],
-                    thread_url_slug=str(t.get("thread_url_slug") or "")[:200],
                     import_job=job,
+                    **fitted(
+                        Thread,
+                        {
+                            "title": str(t.get("title") or t["entries"][0]["question"]),
+                            "read_write_token": str(t.get("read_write_token") or ""),
+                            "thread_url_slug": str(t.get("thread_url_slug") or ""),
+                        },
+                    ),
                 )
                 for t in new
             )
-            _write(user, archive, [(row, t["entries"], None) for row, t in zip(rows, new, strict=True)]
-                   + [(Thread(pk=thread_id), items, job) for thread_id, items in back])  # fmt: skip
+            charged += _write(
+                user, files, [(row, t["entries"], None) for row, t in zip(rows, new, strict=True)]
+                + [(Thread(pk=thread_id), items, job) for thread_id, items in back]
+            )  # fmt: skip
             for row, t in zip(rows, new, strict=True):
                 # its own moments, not the import's: Recent and follow-ups order by them
                 row.created, row.updated = t["entries"][0]["created"], t["entries"][-1]["created"]
             if rows:
                 _set(rows, "created", "updated")
             imported += len(new) + len(back)
+        if room.total + charged > room.quota:  # then it is removed whole (import_history)
+            raise ImportRefused(
+                f"{storage.full_sentence('That import', room)} It was stopped there and removed; "
+                "nothing was imported."
+            )
         import_jobs.beat(job, imported, skipped)
         pacer.tick()
     return imported, skipped
@@ -286,70 +305,29 @@ def _sorted(user, batch: list[dict]) -> tuple[list[dict], list[tuple[int, list[d
     return new, back
 
 
-def _write(user, archive: zipfile.ZipFile | None, parts: list[tuple[Thread, list[dict], object]]) -> None:
+def _write(user, files: import_images.Members, parts: list[tuple[Thread, list[dict], object]]) -> int:
     """Each conversation's entries, with their own moments, images and files; `job` set on the
-    entries written into a conversation that was already here (a cut-short import removes them)."""
+    entries written into a conversation that was already here (a cut-short import removes them).
+    Returns what they add to the person's storage (search.storage: their text, their images, the
+    zip's files read now)."""
     items = [item for _, entries, _ in parts for item in entries]
     entries = Entry.objects.bulk_create(
-        _entry(item, thread, user, job) for thread, entries, job in parts for item in entries
+        import_entries.entry(item, thread, user, job) for thread, entries, job in parts for item in entries
     )
+    attached = []
     for entry, item in zip(entries, items, strict=True):
         # created is set to now on insert (auto_now_add): the file's own moment goes in after
         entry.created = item["created"]
-        entry.images = _import_images(entry.pk, item.get("images"), archive)
-        attachment_archive.bring_back(user, entry, item.get("attachments"), archive)
+        entry.images = files.images(entry.pk, item.get("images"))
+        entry.image_bytes = storage.image_size(entry.images)
+        listed = item.get("attachments")
+        attached += attachment_archive.bring_back(user, entry, listed, files.archive, files.attachments)
+    Attachment.objects.bulk_create(attached, batch_size=500)
     if entries:
         versions.from_file(entries, items)
-        _set(entries, "created", "images", "turn", "shown")
+        _set(entries, "created", "images", "image_bytes", "turn", "shown")
         rendered.keep_large(entries)
-
-
-def _expiry(value) -> datetime | None:
-    try:
-        return _when(value) if value else None
-    except ImportRefused:
-        return None
-
-
-def _entry(item: dict, thread: Thread, user, job=None) -> Entry:
-    """An entry as the file has it, shaped as pplxweb saves one (its moment is set after)."""
-    running = item.get("status") == "running"  # still arriving when it was exported: no more here
-    return Entry(
-        thread=thread,
-        user=user,
-        import_job=job,
-        question=item["question"],
-        status="interrupted" if running else item.get("status") or "completed",
-        answer=str(item.get("answer") or ""),
-        report=str(item.get("report") or ""),
-        clarifications=clarifications.shaped(item.get("clarifications")),
-        sources=_shaped(item.get("sources"), SOURCE_KEYS),
-        related=[q for q in item.get("related") or [] if isinstance(q, str)][:20],
-        steps=_shaped(item.get("steps"), STEP_KEYS),
-        options=item["options"] if isinstance(item.get("options"), dict) else {},
-        model_asked=str(item.get("model_asked") or "")[:80],
-        model=str(item.get("model") or "")[:80],
-        error=str(item.get("error") or "") or (STILL_ARRIVING if running else ""),
-        backend_uuid=str(item.get("backend_uuid") or "")[:200],
-        context_uuid=str(item.get("context_uuid") or "")[:200],
-        read_write_token=str(item.get("read_write_token") or "")[:200],
-        upstream_expires=_expiry(item.get("upstream_expires")),
-        carried=item["carried"] if item.get("carried") in CARRIED else "",
-        origin="perplexity" if item.get("origin") == "perplexity" else "",
-        asked_by=" ".join(str(item.get("asked_by") or "").split())[:60],
-    )
-
-
-def _shaped(items, keys: tuple[str, ...]) -> list[dict]:
-    """A list of records as pplxweb saves them, string fields only: anything else a file puts
-    there is left out (the full-text triggers read sources as JSON objects)."""
-    if not isinstance(items, list):
-        return []
-    return [
-        {key: value if isinstance(value := item.get(key), str) else "" for key in keys}
-        for item in items
-        if isinstance(item, dict)
-    ]
+    return sum(e.import_bytes + e.image_bytes for e in entries) + files.new_file_bytes()
 
 
 def _set(rows: list, *names: str) -> None:
@@ -367,40 +345,3 @@ def _set(rows: list, *names: str) -> None:
                 for row in rows
             ],
         )
-
-
-def _import_images(entry_id: int, listed, archive: zipfile.ZipFile | None) -> list[dict]:
-    """An imported entry's image records, their files copied from the zip into the data folder
-    (checked as on download: a known image kind, at most images.MAX_BYTES)."""
-    records = []
-    for n, item in enumerate(listed[: images.MAX_PER_ENTRY] if isinstance(listed, list) else []):
-        if not isinstance(item, dict):
-            continue
-        record = {
-            "n": n,
-            "caption": str(item.get("caption") or "")[:300],
-            "width": item["width"]
-            if isinstance(item.get("width"), int) and 0 < item["width"] < 100_000
-            else 0,
-            "height": item["height"]
-            if isinstance(item.get("height"), int) and 0 < item["height"] < 100_000
-            else 0,
-        }
-        name = item.get("file")
-        data = None
-        if archive is not None and isinstance(name, str) and name.startswith("images/"):
-            try:
-                info = archive.getinfo(name)
-                data = archive.read(info) if info.file_size <= images.MAX_BYTES else None
-            except KeyError:
-                data = None
-        kind = images.kind_of(data[:12]) if data else None
-        if kind is None:
-            record["error"] = str(item.get("error") or "") or "This image was not in the imported file."
-        else:
-            folder = images.folder(entry_id)
-            with private_file(private_folder(folder) / f"{n}.{kind[0]}") as out:
-                out.write(data)
-            record["file"] = f"{n}.{kind[0]}"
-        records.append(record)
-    return records

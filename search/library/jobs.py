@@ -4,6 +4,7 @@ claiming a job whose process died, and the daily automatic sync (all on the data
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -14,9 +15,9 @@ from django.utils import timezone
 from accounts.models import PerplexityAccount
 from accounts.services.credentials import keep_rotated_cookies
 from pplxweb.perplexity.library import Listed
-from search.library.store import clean
 from search.live.liveness import STALE_AFTER, pid_alive
 from search.models import RUNNER, Entry, LibraryJob, LibrarySchedule, LibraryThread, Thread
+from search.saving import clean
 
 MAX_NOTES = 200  # threads named in a job's summary; the counts cover the rest
 SEEN = "seen"  # what record_page says of a thread the job's listing already showed
@@ -88,10 +89,42 @@ def before_request(job_id: int, user_id: int, shared: bool) -> str:
 # --- the listing ----------------------------------------------------------------------------
 
 
+UNSTORABLE = (
+    "Perplexity listed it under an id or address with characters pplxweb cannot store (a NUL or a "
+    "broken character), so it could not be fetched; it was left out."
+)
+
+
+def storable(items: list[Listed]) -> tuple[list[Listed], list[Listed]]:
+    """(the listed threads cleaned as everything from upstream is, those whose key or slug
+    cleaning would change: they could not be fetched or told apart, so they are left out)."""
+    good, bad = [], []
+    for item in items:
+        if clean(item.key) != item.key or clean(item.slug) != item.slug:
+            bad.append(item)
+            continue
+        good.append(
+            replace(
+                item,
+                title=clean(item.title, 300),
+                activity=clean(item.activity, 40),
+                read_write_token=clean(item.read_write_token, 200),
+            )
+        )
+    return good, bad
+
+
 def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
     """Note one listing page: new and changed threads become `pending`, renames are applied here,
-    a thread this job already listed (a listing that repeats) is left alone. Returns counts."""
+    a thread this job already listed (a listing that repeats) is left alone; one that cannot be
+    stored is left out with a note (the rest of the page is kept). Returns counts."""
     counts = {"new": 0, "changed": 0, "renamed": 0, "unchanged": 0, SEEN: 0}
+    listed = len(items)
+    items, unstorable = storable(items)
+    for item in unstorable:
+        add_note(job.pk, item.title or item.slug, UNSTORABLE)
+    if unstorable:
+        count(job.pk, skipped=len(unstorable))
     with transaction.atomic():
         known = {
             row.key: row
@@ -107,9 +140,7 @@ def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
                 counts[SEEN] += 1
                 continue
             if row is None:
-                row = LibraryThread(
-                    user_id=job.user_id, key=item.key, slug=item.slug, title=clean(item.title)
-                )
+                row = LibraryThread(user_id=job.user_id, key=item.key, slug=item.slug, title=item.title)
                 counts["new"] += 1
                 new.append(row)
             else:
@@ -120,7 +151,7 @@ def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
                     row.seen_by = job.pk
                     continue
             if row.state == LibraryThread.State.PENDING:  # fetched next: what the listing says now
-                row.activity, row.count, row.title = item.activity, item.count, clean(item.title) or row.title
+                row.activity, row.count, row.title = item.activity, item.count, item.title or row.title
             row.seen_by, row.slug = job.pk, item.slug
             if row.pk:
                 row.save()
@@ -128,7 +159,7 @@ def record_page(job: LibraryJob, items: list[Listed]) -> dict[str, int]:
         LibraryThread.objects.bulk_create(new)
         LibraryThread.objects.filter(pk__in=seen).update(seen_by=job.pk)
         LibraryJob.objects.filter(pk=job.pk).update(
-            offset=F("offset") + len(items),
+            offset=F("offset") + listed,
             listed=F("listed") + counts["new"] + counts["changed"] + counts["renamed"] + counts["unchanged"],
             unchanged=F("unchanged") + counts["unchanged"],
             heartbeat=timezone.now(),
@@ -142,7 +173,7 @@ def _compare(row: LibraryThread, item: Listed) -> str:
     if retry or item.activity != row.activity or (item.count is not None and item.count != row.count):
         row.state, row.deleted = LibraryThread.State.PENDING, False
         return "changed"
-    title = clean(item.title)
+    title = item.title
     if title and title != row.title:
         row.title = title
         if row.thread_id:
@@ -175,7 +206,7 @@ def missing(job: LibraryJob) -> list[LibraryThread]:
 def add_note(job_id: int, title: str, reason: str) -> None:
     job = LibraryJob.objects.get(pk=job_id)
     if len(job.notes) < MAX_NOTES:
-        job.notes = [*job.notes, {"title": clean(title)[:300], "reason": clean(reason)[:300]}]
+        job.notes = [*job.notes, {"title": clean(title, 300), "reason": clean(reason, 300)}]
         job.save(update_fields=["notes"])
 
 

@@ -1,5 +1,6 @@
-"""A library job running: the listing paged to its end, then each listed thread fetched whole and
-saved, then (after a complete listing) threads no longer listed checked for deletion.
+"""A library job running: the listing paged to its end, then each listed thread read and saved a
+page at a time (a thread of any length is never held whole), then (after a complete listing)
+threads no longer listed checked for deletion.
 
 The job belongs to the server: a task of the process the keeper started it in (keeper.py). Its
 progress is in its row as it goes, so a restart resumes it where it stopped: the listing from its
@@ -38,6 +39,9 @@ from pplxweb.perplexity.errors import (
 )
 from pplxweb.perplexity.library import (
     LIST_LIMIT,
+    PAGE_LIMIT,
+    SMALLER_PAGES,
+    TooLarge,
     Turn,
     fetch_report,
     fresh_asset_url,
@@ -48,13 +52,14 @@ from pplxweb.perplexity.library import (
     report_url_allowed,
     thread_page,
 )
-from search import images
+from search import images, storage
 from search.library import display, jobs, store
 from search.models import LibraryJob, LibraryThread
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 50_000  # threads; a listing that goes on past this is cut with a sentence
-MAX_PAGES = 100  # pages of one thread (10,000 turns)
+MAX_TURNS = 10_000  # turns read of one thread; the rest is left out with a sentence
+MAX_PAGES = 2 * MAX_TURNS // 10  # pages of one thread (fewer turns a page when pages are large)
 BACKOFF = (30, 60, 120, 240, 300)  # seconds after a 429 without Retry-After
 RATE_LIMITS = 6  # 429s in a row before the job stops
 RETRIES = 3  # for a server error or a dropped connection
@@ -91,6 +96,7 @@ class JobRun:
         self.client: PerplexityClient | None = None
         self.last_request = 0.0
         self.last_progress = 0.0
+        self.written = 0  # turns of the thread being read that were saved so far
         self.layer = get_channel_layer()
 
     # --- the job ---------------------------------------------------------------------------------
@@ -236,9 +242,8 @@ class JobRun:
     async def fetch(self, row: LibraryThread) -> None:
         title = row.title or row.slug
         try:
-            turns = await self.turns(row)
-            reports = await self.reports(turns)
-            saved = await db(store.save_thread)(row.pk, turns, reports)
+            already, note = await self.pages(row)
+            done = await db(store.finish)(row.pk, already, note)
         except ThreadGone as exc:  # one imported before stays, marked deleted on Perplexity
             state = LibraryThread.State.DONE if row.thread_id else LibraryThread.State.SKIPPED
             await db(store.mark)(row.pk, state, exc.message, deleted=bool(row.thread_id))
@@ -254,39 +259,71 @@ class JobRun:
             log.exception("library job %s: thread %s failed", self.job.pk, row.pk)
             await self.failed(row, title, "pplxweb hit an error reading it (the server log says more).")
             return
-        if saved.thread_id is None:
+        if done.thread_id is None:
             await db(jobs.count)(self.job.pk, skipped=1)
-            reason = store.ALREADY if saved.already else "It has no questions in it."
-            await db(jobs.add_note)(self.job.pk, title, reason)
+            await db(jobs.add_note)(self.job.pk, title, done.reason)
             return
-        await db(jobs.count)(self.job.pk, fetched=1, new_entries=len(saved.new))
-        for entry_id, turn in saved.new:
-            if turn.images:
-                records = [
-                    await images.keep(entry_id, n, i)
-                    for n, i in enumerate(turn.images[: images.MAX_PER_ENTRY])
-                ]
-                await db(store.save_images)(entry_id, records)
+        await db(jobs.count)(self.job.pk, fetched=1)
+        if note:
+            await db(jobs.add_note)(self.job.pk, title, note)
 
     async def failed(self, row: LibraryThread, title: str, reason: str) -> None:
+        """The thread stops here; what of it was saved stays, and the next sync reads it again
+        (the turns already here are not written twice)."""
+        if self.written:
+            reason = f"{reason} {self.written:,} of its turns were imported; the next sync tries the rest."
         await db(store.mark)(row.pk, LibraryThread.State.FAILED, reason)
         await db(jobs.count)(self.job.pk, failed=1)
         await db(jobs.add_note)(self.job.pk, title, reason)
 
-    async def turns(self, row: LibraryThread) -> list[Turn]:
-        """Every turn, page after page by cursor; a cursor that does not move is an error, not a loop."""
-        turns: list[Turn] = []
-        cursor, seen = "", set()
+    async def pages(self, row: LibraryThread) -> tuple[int, str]:
+        """Read the thread page after page by cursor, each saved (and its images kept) before the
+        next is asked for, so one page at a time is held: (turns here before, a note when it was
+        not read to its end). A cursor that does not move is an error, not a loop."""
+        cursor, seen, limit = "", set(), PAGE_LIMIT
+        already = read = self.written = 0
         for _ in range(MAX_PAGES):
-            page = await self.request(thread_page, row.slug, cursor)
-            turns += [parse_turn(entry) for entry in page.entries]
-            if not page.has_next:
-                return turns
-            if not page.next_cursor or page.next_cursor in seen:
+            try:
+                page = await self.request(thread_page, row.slug, cursor, limit)
+            except TooLarge:
+                smaller = [size for size in SMALLER_PAGES if size < limit]
+                if not smaller:
+                    raise
+                limit = smaller[0]
+                continue
+            turns = [parse_turn(entry) for entry in page.entries]
+            more, cursor = page.has_next, page.next_cursor
+            del page  # the page's JSON goes before the next is read
+            await db(self.room)()
+            saved = await db(store.save_page)(row.pk, turns, await self.reports(turns))
+            already, read = already + saved.already, read + len(turns)
+            self.written += len(saved.new)
+            await db(jobs.count)(self.job.pk, new_entries=len(saved.new))
+            await self.keep_images(saved.new)
+            del turns, saved
+            if not more:
+                return already, ""
+            if not cursor or cursor in seen:
                 raise ProtocolError("Perplexity's pages of this thread did not move on; it was left out.")
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
-        raise ProtocolError(f"It is longer than {MAX_PAGES * 100:,} turns; it was left out.")
+            if read >= MAX_TURNS:
+                break
+            seen.add(cursor)
+        return already, f"It is longer than {MAX_TURNS:,} turns; only its first {read:,} were imported."
+
+    def room(self) -> None:
+        """Stop when the person's storage quota is full (their imports count towards it)."""
+        now = storage.usage(self.user.pk)
+        if now.total >= now.quota:
+            raise Stop(f"{storage.full_sentence('Importing more', now)} The import stopped. {KEPT}")
+
+    async def keep_images(self, written: list[tuple[int, Turn]]) -> None:
+        for entry_id, turn in written:
+            if turn.images:
+                records = [
+                    await images.keep(entry_id, n, i, self.user.pk)
+                    for n, i in enumerate(turn.images[: images.MAX_PER_ENTRY])
+                ]
+                await db(store.save_images)(entry_id, records)
 
     async def reports(self, turns: list[Turn]) -> dict[str, str]:
         """Research reports kept as files: their Markdown, with a fresh link if the stored one expired."""

@@ -20,10 +20,9 @@ from pplxweb.perplexity.extract import Result, Source, Step
 from pplxweb.perplexity.library import parse_time
 from pplxweb.perplexity.request import AskRequest
 from pplxweb.perplexity.sources import file_hits
-from search import attachments, images
+from search import attachments, images, storage
 from search.live import questions
 from search.models import Entry, Thread
-from search.render import scrub
 from search.saving import NOT_SAVED, fitted, save_outcome_failed
 
 log = logging.getLogger(__name__)
@@ -78,27 +77,29 @@ def saved_result(entry: Entry) -> Result:
 def save_run(run: RunState, final: bool) -> None:
     """Write a run's progress (every few seconds) or its outcome (`final`) to its entry."""
     result = run.result or Result(status="running")
+    kept = [record for record in run.downloads.records() if not record.get("pending")]
     fields = {
-        "answer": scrub(result.answer),
-        "report": scrub(result.report),
+        "answer": result.answer,  # at most MAX_TEXT characters (extract cut a longer one, saying so)
+        "report": result.report,
         "backend_uuid": result.backend_uuid[:200],  # as soon as they arrive (a restart reconnects)
         "context_uuid": result.context_uuid[:200],
         "read_write_token": result.read_write_token,  # its thread's, for the next follow-up
         "upstream_expires": expiry(run.snapshot.top) if run.snapshot is not None else None,
         "carried": run.carried,
-        "sources": [{k: scrub(v) for k, v in s.as_dict().items()} for s in result.sources],
-        "steps": [{"kind": s.kind, "text": scrub(s.text)} for s in result.steps],
+        "sources": [s.as_dict() for s in result.sources],
+        "steps": [{"kind": s.kind, "text": s.text} for s in result.steps],
         "heartbeat": timezone.now(),
         "first_byte_ms": run.first_byte_ms,
         "first_text_ms": run.first_text_ms,
-        "images": [record for record in run.downloads.records() if not record.get("pending")],
+        "images": kept,
+        "image_bytes": storage.image_size(kept),  # what the person's quota counts of them
         "clarifications": questions.kept(run, final),
     }
     if final:
         fields.update(
             status=run.status,
             error=run.error,
-            related=[scrub(q) for q in result.related],
+            related=list(result.related),
             model=result.model,
             downgraded=result.downgraded,
             drift=run.drift,

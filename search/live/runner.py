@@ -97,7 +97,7 @@ class Run(RunState):
 
     def __post_init__(self) -> None:
         self.answer = AnswerStream(self.entry_id)
-        self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved)
+        self.downloads = images.Downloads(self.entry_id, on_saved=self._image_saved, user_id=self.user.pk)
         self.sent = parts.part_keys(self)  # the new entry, as the page already shows it
         self.layer = get_channel_layer()
 
@@ -284,7 +284,8 @@ class Run(RunState):
                 self.result = ended
                 self.status, self.error = self.result.status, self.result.error or ""
                 if self.result.status == "truncated" and stream.cut:
-                    self.error = f"{stream.cut} What arrived is kept; retry to get the rest."
+                    retry = "" if stream.capped else " What arrived is kept; retry to get the rest."
+                    self.error = f"{stream.cut}{retry}"
                 if format_changed(ended, stream.snapshot):
                     self.status, self.error = Entry.Status.FAILED, FORMAT_CHANGED
                 if self.result.downgraded:

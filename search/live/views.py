@@ -62,8 +62,8 @@ def home(request: HttpRequest) -> HttpResponse:
     if request.GET.get("again"):
         # "Edit and ask again": an earlier question with its options, to change before asking
         entry = entry_for(request.user, parse_id(Entry, request.GET["again"]))  # none: 404
-        try:  # its files come along as fresh copies, to keep or remove before asking
-            attached = [attachment_views.describe(a) for a in attachments.copies_for(request.user, entry)]
+        try:  # its files come along (the same stored files, never copies), to keep or remove
+            attached = [attachment_views.describe(a) for a in attachments.again(request.user, entry)]
         except attachments.Refused as exc:
             attached = []
             messages.warning(request, exc.message)

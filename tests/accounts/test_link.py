@@ -467,3 +467,30 @@ def test_settings_says_just_now_not_0_minutes_ago(owner_client, owner, upstream)
     assert "<dt>Last search</dt><dd>just now" in page and "0\xa0minutes ago" not in page
     PerplexityAccount.objects.filter(user=owner).update(last_search_at=timezone.now() - timedelta(hours=3))
     assert "3\xa0hours ago" in owner_client.get(reverse("accounts:settings")).content.decode()
+
+
+def test_odd_session_and_catalogue_fields_are_saved_cleaned(owner_client, owner, upstream):
+    """What Perplexity says of the session and its models is upstream text too: a NUL
+    (PostgreSQL), a lone surrogate (any database) or an overlong field never stops a link."""
+    upstream.get("/api/auth/session").respond(
+        text=json.dumps(
+            {
+                "user": {
+                    "id": "acct\u0000-1" + "9" * 200,
+                    "email": "me\udc00@example.com",
+                    "subscription_tier": "max\u0000" * 20,
+                },
+                "expires": "2027-01-31T10:00:00Z",
+            }
+        ),
+        headers={"content-type": "application/json"},
+    )
+    upstream.get("/rest/models/config").respond(
+        text=json.dumps({"models": {"pplx_pro": {"mode": "search", "label": "Best\u0000"}}, "config": []}),
+        headers={"content-type": "application/json"},
+    )
+    assert link(owner_client).status_code == 302
+    account = PerplexityAccount.objects.get(user=owner)
+    assert account.linked and account.email == "me?@example.com"
+    assert account.account_id == ("acct-1" + "9" * 200)[:100] and account.tier == ("max" * 20)[:30]
+    assert ModelCatalogue.objects.get().data["models"]["pplx_pro"]["label"] == "Best"

@@ -1,6 +1,7 @@
 """Benchmark: a 25 MB PDF asked about through pplxweb, against the fake Perplexity.
 
     .venv/bin/python -m tests.benchmarks.attachments
+    .venv/bin/python -m tests.benchmarks.attachments uploads [COUNT]   # (see uploads())
 
 pplxweb (its server in a subprocess, plain httpx like the bare client) takes the file with the question
 on the plain multipart form (POST /search/): it keeps the file, uploads it to the fake's storage,
@@ -21,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -38,7 +38,8 @@ os.environ.pop("REDIS_URL", None)
 
 import httpx  # noqa: E402
 
-from tests.benchmarks.servers import memory_mb  # noqa: E402
+from tests.benchmarks.memory import Sampler, rss_mb  # noqa: E402
+from tests.benchmarks.people import linked_person  # noqa: E402
 from tests.e2e.conftest import control, start, start_pplxweb, stop  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -53,51 +54,6 @@ def pdf(path: Path) -> Path:
     body = line * ((SIZE - len(head) - len(tail)) // len(line))
     path.write_bytes(head + body + b"0" * (SIZE - len(head) - len(body) - len(tail)) + tail)
     return path
-
-
-def rss_mb(pid: int) -> float:
-    """The server's processes together (granian's main process and its worker)."""
-    return memory_mb(pid)
-
-
-class Sampler:
-    """The server's peak resident memory while a search runs (sampled every 5 ms)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self.running = pid, 0.0, True
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self) -> None:
-        while self.running:
-            self.peak = max(self.peak, rss_mb(self.pid))
-            time.sleep(0.005)
-
-    def stop(self) -> float:
-        self.running = False
-        self.thread.join()
-        return self.peak
-
-
-def person() -> str:
-    import django
-
-    django.setup()
-    import json
-
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
-    from accounts.models import PerplexityAccount
-    from tests.fake_perplexity.app import TOKEN
-
-    user = get_user_model().objects.create_user(username="bench", password="x" * 12)
-    PerplexityAccount.objects.create(
-        user=user, session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}})
-    )
-    client = Client(HTTP_HOST="localhost")
-    client.force_login(user)
-    return client.cookies["pplxweb_sessionid"].value
 
 
 def last_ask(fake: str) -> dict:
@@ -147,7 +103,7 @@ async def bare(fake: str, file: Path, n: int) -> float:
 def main() -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
-    session = person()
+    session = linked_person()
     file = pdf(DATA / "statement.pdf")
     fake_proc, fake_port = start("tests.fake_perplexity.app:application", {**os.environ}, DATA / "fake.log")
     fake = f"http://127.0.0.1:{fake_port}"
@@ -185,5 +141,45 @@ def main() -> None:
         stop(fake_proc)
 
 
+def uploads(count: int) -> None:
+    """`uploads [COUNT]`: COUNT (default 10,000) uploads of one byte each, one after another, on
+    the page's attach endpoint, as one person: what was kept, what was refused and why, what is on
+    disk after, and the server's memory."""
+    from collections import Counter
+
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
+    session = linked_person()
+    fake_proc, fake_port = start("tests.fake_perplexity.app:application", {**os.environ}, DATA / "fake.log")
+    fake = f"http://127.0.0.1:{fake_port}"
+    server_proc, server_port = start_pplxweb(
+        {**os.environ, "PPLXWEB_PERPLEXITY_URL": fake}, DATA / "server.log"
+    )
+    server = f"http://127.0.0.1:{server_port}"
+    answers: Counter = Counter()
+    try:
+        with httpx.Client(base_url=server, cookies={"pplxweb_sessionid": session}, timeout=60) as http:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', http.get("/").text).group(1)
+            time.sleep(1.0)
+            before, sampler, started = rss_mb(server_proc.pid), Sampler(server_proc.pid), time.monotonic()
+            for n in range(count):
+                response = http.post(
+                    "/attachments/", files={"file": (f"{n}.txt", bytes([33 + n % 94]))},
+                    headers={"X-CSRFToken": token, "Referer": f"{server}/"},
+                )  # fmt: skip
+                said = response.json().get("error", "kept") if response.status_code in (200, 400) else "?"
+                answers[(response.status_code, re.sub(r"\d+ seconds?|\d+ minutes?|“[^”]*”", "…", said))] += 1
+            took, peak = time.monotonic() - started, sampler.stop()
+    finally:
+        stop(server_proc)
+        stop(fake_proc)
+    files = [p for p in (DATA / "attachments").iterdir() if p.is_file()]
+    print(f"{count:,} uploads of one byte in {took:.0f} s:")
+    for (status, said), n in answers.most_common():
+        print(f"  {n:6,} x {status} {said}")
+    print(f"kept on disk: {len(files)} files, {sum(p.stat().st_size for p in files)} bytes")
+    print(f"server memory: {before:.1f} MB before, peak {peak:.1f} MB ({peak - before:+.1f} MB)")
+
+
 if __name__ == "__main__":
-    main()
+    uploads(int(sys.argv[2]) if len(sys.argv) > 2 else 10_000) if sys.argv[1:2] == ["uploads"] else main()

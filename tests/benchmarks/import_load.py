@@ -3,11 +3,19 @@
 entries) timed from outside.
 
     .venv/bin/python -m tests.benchmarks.import_load
+    .venv/bin/python -m tests.benchmarks.import_load memory
 
 Prints the history page's p50/p95 idle, then while three people upload worst-case import files
 one after another (BENCH_PAUSE seconds between two, default 1) (a zip of 16 MiB of blank lines, 20 MB of empty objects, deep nesting, a zip declaring
 4 GB), then while three people import a real 3,000-conversation export at once. The target:
-p95 under load at most twice idle. Not a test: it only prints figures.
+p95 under load at most twice idle.
+
+`memory`: what hostile imports cost the server instead (issue 41): its resident memory idle
+(the floor), then the peak (sampled every 5 ms) while one person imports, one after another, a
+100 MB conversation, a 100 MB file in another layout, 51 MB and 7 MB of short strings, 20 MB of
+`{}`, the largest conversation pplxweb takes (under 8 MB of prose), and a 25 KB zip whose listing
+names one member 100,000 times (with the bytes it wrote to disk). The target: at most 100 MB over
+the floor. Not a test: it only prints figures.
 """
 
 from __future__ import annotations
@@ -176,5 +184,80 @@ def main() -> None:
     print("server tracebacks:", log.count("Traceback"))
 
 
+def hostile_imports() -> list[tuple[str, bytes]]:
+    prose = "Paris lies on the Seine; it is the capital of France, with many bridges. "
+    short = b", ".join([b'"ab"'] * (51 * 1024 * 1024 // 6))
+    largest = json.dumps(
+        {"entries": [{"question": "q", "created": "2026-01-01T00:00:00+00:00", "answer": prose * 100_000}]}
+    )
+    member = b"%PDF-1.7\n" + b"%" * 20_000 + b"\n%%EOF\n"
+    listed = [{"name": f"copy{i}.pdf", "file": "attachments/x.pdf"} for i in range(10)]
+    named = [
+        json.dumps({"title": f"q{n}", "entries": [{"question": f"q{n}", "created": f"2026-01-01T{n // 3600 % 24:02}:{n // 60 % 60:02}:{n % 60:02}+00:00", "attachments": listed}]}).encode()
+        for n in range(10_000)
+    ]  # fmt: skip
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("history.json", HEADER + b",\n".join(named) + b"\n]}\n")
+        archive.writestr("attachments/x.pdf", member)
+    return [
+        ("a conversation of 100 MB", HEADER + b'{"entries": [{"question": "q", "answer": "' + b"x" * (100 * 1024 * 1024) + b'"}]}\n]}\n'),
+        ("a 100 MB file in another layout", b'{"entries": [{"question": "q", "answer": "' + b"x" * (100 * 1024 * 1024) + b'"}]}'),
+        ("51 MB of short strings", zipped(HEADER + b'{"entries": [{"question": "q", "related": [' + short + b"]}]}\n]}\n")),
+        ("7 MB of short strings", HEADER + b'{"entries": [{"question": "q", "related": [' + short[: 7 * 1024 * 1024].rsplit(b",", 1)[0] + b"]}]}\n]}\n"),
+        ("20 MB of {}", worst_cases()[1]),
+        ("the largest conversation taken (7.3 MB of prose)", HEADER + largest.encode() + b"\n]}\n"),
+        (f"a {len(out.getvalue()) // 1024} KB zip naming one member 100,000 times", out.getvalue()),
+    ]  # fmt: skip
+
+
+def disk_bytes(folder: Path) -> int:
+    """Bytes the files below `folder` take, each file once (hard links counted once)."""
+    seen, total = set(), 0
+    for path in folder.rglob("*"):
+        status = path.stat()
+        if path.is_file() and status.st_ino not in seen:
+            seen.add(status.st_ino)
+            total += status.st_blocks * 512
+    return total
+
+
+def memory() -> None:
+    from tests.benchmarks.memory import Sampler, rss_mb
+
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
+    session = people()["a"]
+    proc, port = start_pplxweb({**os.environ}, DATA / "server.log")
+    server = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=server, cookies={"pplxweb_sessionid": session}, timeout=900) as client:
+            token = re.search(
+                r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get("/history/").text
+            ).group(1)
+            time.sleep(2.0)
+            floor = rss_mb(proc.pid)
+            print(f"server resident memory idle (the floor): {floor:.1f} MB")
+            for label, data in hostile_imports():
+                before, written = rss_mb(proc.pid), disk_bytes(DATA)
+                sampler = Sampler(proc.pid)
+                started = time.monotonic()
+                response = client.post(
+                    "/history/import/", data={"csrfmiddlewaretoken": token},
+                    files={"file": ("history.zip", data)}, headers={"Referer": server + "/history/"},
+                    follow_redirects=True,
+                )  # fmt: skip
+                peak, took = sampler.stop(), time.monotonic() - started
+                said = re.search(r'<p class="message[^"]*">(.*?)</p>', response.text, re.S)
+                print(f"{label} ({len(data) / 1024 / 1024:.1f} MB uploaded): {took:.1f} s")
+                print(f"  said: {said.group(1).strip() if said else '?'}")
+                print(f"  peak {peak:.1f} MB: {peak - floor:+.1f} MB over the floor, {peak - before:+.1f} MB over before it;"
+                      f" {(disk_bytes(DATA) - written) / 1024 / 1024:+.1f} MB on disk in the data dir")  # fmt: skip
+    finally:
+        stop(proc)
+    log = (DATA / "server.log").read_text()
+    print("server tracebacks:", log.count("Traceback"))
+
+
 if __name__ == "__main__":
-    main()
+    memory() if sys.argv[1:] == ["memory"] else main()

@@ -107,5 +107,73 @@ def main() -> None:
         print(f"{name:<{width}}  {value}")
 
 
+def long_thread() -> None:
+    """`long [PAGES] [KB]`: one thread of PAGES (default 25) pages of 100 turns whose answers are
+    KB (default 20) KB each (each page holds every answer three times: ~6 MB of JSON), imported
+    in this process; its resident memory is sampled every 5 ms (the floor: before the job)."""
+    import threading
+
+    import django
+
+    django.setup()
+    from asgiref.sync import sync_to_async
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from accounts.models import PerplexityAccount
+    from search.library import jobs, runner
+    from search.models import Entry, LibraryJob
+    from tests.benchmarks.memory import rss_mb
+    from tests.e2e.conftest import start, stop
+    from tests.fake_perplexity.app import TOKEN
+
+    pages = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    size = int(sys.argv[3]) * 1024 if len(sys.argv) > 3 else 20 * 1024
+    call_command("migrate", verbosity=0)
+    proc, port = start(
+        "tests.fake_perplexity.app:application", {**os.environ}, Path(settings.DATA_DIR) / "fake.log"
+    )
+    base = f"http://127.0.0.1:{port}"
+    settings.PERPLEXITY_URL = base
+    settings.LIBRARY_PACE = 0.0
+    peak = [0.0]
+    running = [True]
+
+    def sample() -> None:
+        while running[0]:
+            peak[0] = max(peak[0], rss_mb(os.getpid()))
+            time.sleep(0.005)
+
+    try:
+        post(base, "/_library", {"threads": [{"title": "long", "turns": [{"size": size}] * (pages * 100)}]})
+        user = get_user_model().objects.create_user(username="bench", password="x" * 12)
+        PerplexityAccount.objects.create(
+            user=user, email="fake@example.com",
+            session=json.dumps({"cookies": {"__Secure-next-auth.session-token": TOKEN}}),
+        )  # fmt: skip
+
+        async def job() -> LibraryJob:
+            made = await sync_to_async(jobs.start)(user, "import")
+            await runner.launch(made.pk)
+            return await sync_to_async(LibraryJob.objects.get)(pk=made.pk)
+
+        floor = rss_mb(os.getpid())
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.perf_counter()
+        done = asyncio.run(job())
+        running[0] = False
+        sampler.join()
+    finally:
+        stop(proc)
+    print(f"one thread of {pages} pages x 100 turns of {size // 1024} KB answers: {done.state}, "
+          f"{Entry.objects.filter(user=user).count():,} entries, {done.requests} requests, "
+          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    print(
+        f"  resident memory: {floor:.0f} MB before, peak {peak[0]:.0f} MB ({peak[0] - floor:+.0f} MB over it)"
+    )
+
+
 if __name__ == "__main__":
-    main()
+    long_thread() if sys.argv[1:2] == ["long"] else main()

@@ -23,7 +23,7 @@ sent with `GET /_requests`:
   `event: message` + CRLF + `end_of_stream`, the real one; `lf`: bare `data:` + LF + `[DONE]`,
   the older synthetic one), `pace` (seconds between events), `model`, `fault` (one of FAULTS),
   or `stream`: one of the late-2026 streams (`research`, `thinking`, `turbo`, `error_frame`,
-  `empty`; see modern_stream()). A research stream with a `question` holds after it until
+  `empty`; see modern_stream()), or `hostile`: an answer of any size (hostile.py). A research stream with a `question` holds after it until
   `POST /rest/sse/handle_perplexity_research_clarifying_answers` answers it. A built answer
   goes on by its schedule after its connection drops, and `POST .../reconnect/<backend_uuid>`
   rejoins it (with `"rejoin": "gone"` in the plan it answers 403 `{}`, as for a deleted thread).
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.fake_perplexity import gone, library, streams_2026, threads, uploads
+from tests.fake_perplexity import gone, hostile, library, streams_2026, threads, uploads
 from tests.fake_perplexity.streams import (
     DEFAULT_ANSWER,
     FIXTURES,
@@ -398,6 +398,9 @@ async def ask(send, request: Request) -> None:
         return
     if fault in STATUS_FAULTS:
         await refuse(send, fault, api=False)
+        return
+    if plan.get("hostile"):  # what a hostile upstream could send (hostile.py)
+        await hostile.send_answer(send, plan)
         return
     refused = gone.answer(plan, request.json())  # a follow-up into a thread that is gone
     if refused is None and threads.expired(state, request.json()):  # an incognito one, expired

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pplxweb.perplexity import merge as merge_module
 from pplxweb.perplexity.merge import PatchError, Snapshot, apply_patch, merge, merge_all
 from tests.perplexity.streams import markdown
 
@@ -207,3 +208,104 @@ def test_completion_only_on_completed_with_final():
     assert snap({"status": "COMPLETED", "final": True}).completed
     assert snap({"status": "COMPLETED", "final_sse_message": True}).completed
     assert snap({"status": "failed", "error_code": "X"}).failed
+
+
+# --- what an answer holds is bounded (merge.MAX_HELD and the counts beside it) -----------------
+
+
+def test_a_100_mb_answer_stops_at_the_cap_with_what_arrived_kept():
+    from pplxweb.perplexity.merge import MAX_HELD
+    from pplxweb.perplexity.values import MAX_TEXT
+
+    snapshot = Snapshot()
+    chunk = "word " * 2000  # 10 KB a chunk
+    sent = 0
+    for n in range(10_000):  # 100 MB offered
+        snapshot = merge(snapshot, {"blocks": [markdown("ask_text", [chunk], n)]})
+        sent += len(chunk)
+        if snapshot.over:
+            break
+    assert snapshot.over.startswith("Perplexity's answer grew larger than pplxweb keeps (16 MB)")
+    assert sent < MAX_HELD + len(chunk) * 2
+    assert snapshot.block("ask_text").chunks.chars > MAX_HELD * 0.9  # what arrived is kept
+    kept = snapshot.markdown("ask_text")  # and what is read of it, only as far as is kept
+    assert MAX_TEXT < len(kept) <= MAX_TEXT + len(chunk) and kept.startswith("word word")
+    assert snapshot.held <= MAX_HELD
+    assert merge(snapshot, {"blocks": [markdown("ask_text", ["more"], n + 1)]}) is snapshot
+
+
+def test_a_million_tiny_events_cost_what_they_hold_not_more(monkeypatch):
+    monkeypatch.setattr(merge_module, "MAX_HELD", 4 * 1024 * 1024)  # 16 MB: the same, 4 times longer
+    snapshot = Snapshot()
+    for n in range(1_000_000):
+        snapshot = merge(snapshot, {"status": "PENDING", "n": n, "blocks": [markdown("ask_text", ["a"], n)]})
+        if snapshot.over:
+            break
+    # a one-character chunk costs ~58 bytes: the cap, not the server's memory, gives out first
+    assert snapshot.over and 60_000 < snapshot.events < 75_000
+    assert len(snapshot.markdown("ask_text")) == snapshot.events
+    assert snapshot.held <= 4 * 1024 * 1024
+
+
+def test_new_fields_or_blocks_without_end_are_refused_past_the_count():
+    from pplxweb.perplexity.merge import MAX_FIELDS
+
+    snapshot = Snapshot()
+    for n in range(MAX_FIELDS * 2):
+        snapshot = merge(snapshot, {f"field{n}": n})
+    assert "500 fields or blocks" in snapshot.over and len(snapshot.top) == MAX_FIELDS
+    snapshot = Snapshot()
+    for n in range(MAX_FIELDS * 2):
+        snapshot = merge(snapshot, {"blocks": [markdown(f"usage{n}", ["x"], 0)]})
+    assert snapshot.over and len(snapshot.blocks) == MAX_FIELDS
+
+
+def test_too_many_patches_in_one_event_are_refused():
+    patches = [{"op": "add", "path": "/items/-", "value": n} for n in range(6000)]
+    first = snap({"blocks": [{"intended_usage": "w", "workflow_block": {"items": []}}]})
+    after = merge(
+        first,
+        {"blocks": [{"intended_usage": "w", "diff_block": {"field": "workflow_block", "patches": patches}}]},
+    )
+    assert "5000 changes in one update" in after.over and after.block("w").doc == {"items": []}
+
+
+def test_replaced_values_give_their_cost_back():
+    """A research report grows by whole-string replaces, a thousand of them (docs/protocol.md §8.1):
+    what the answer holds is the last report, not the sum of all of them."""
+    report = "Findings and more findings. " * 4000  # 112 KB at the end
+    snapshot = snap(
+        {"blocks": [{"intended_usage": "assets", "unified_assets_block": {"assets": [{"content": ""}]}}]}
+    )
+    for n in range(1, 1001):
+        text = report[: len(report) * n // 1000]
+        patch = {"op": "replace", "path": "/assets/0/content", "value": text}
+        snapshot = merge(
+            snapshot,
+            {
+                "blocks": [
+                    {
+                        "intended_usage": "assets",
+                        "diff_block": {"field": "unified_assets_block", "patches": [patch]},
+                    }
+                ]
+            },
+        )
+        snapshot = merge(snapshot, {"status": "PENDING", "text": text})  # a top-level field too
+    assert not snapshot.over
+    assert 2 * len(report) < snapshot.held < 2 * len(report) + 10_000
+    removed = merge(
+        snapshot,
+        {
+            "blocks": [
+                {
+                    "intended_usage": "assets",
+                    "diff_block": {
+                        "field": "unified_assets_block",
+                        "patches": [{"op": "remove", "path": "/assets/0"}],
+                    },
+                }
+            ]
+        },
+    )
+    assert removed.held < snapshot.held - len(report)

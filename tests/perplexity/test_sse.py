@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -91,6 +92,44 @@ def test_a_huge_body_with_no_newline_fails_fast_without_buffering_it_all():
             parser.feed(chunk)
             fed += len(chunk)
     assert fed <= MAX_FRAME + len(chunk)
+
+
+def test_one_50_mb_frame_is_refused_after_at_most_8_mb_held():
+    parser = StreamParser()
+    chunk = b"x" * (64 * 1024)
+    fed = 0
+    with pytest.raises(ProtocolError, match="larger than 8 MB") as refused:
+        parser.feed(b'data: {"text": "')
+        for _ in range(50 * 16):  # 50 MB of one JSON string, in 64 KB reads
+            parser.feed(chunk)
+            fed += len(chunk)
+    assert fed <= MAX_FRAME + len(chunk)
+    assert "stopped reading this answer" in refused.value.message
+
+
+def test_a_whole_frame_over_the_cap_in_one_read_is_refused_too():
+    for body in (b"data: " + b"1" * (MAX_FRAME + 10) + b"\n\n", b"[" + b"1" * (MAX_FRAME + 10) + b"]\n"):
+        with pytest.raises(ProtocolError, match="larger than 8 MB"):
+            StreamParser().feed(body)
+
+
+@pytest.mark.parametrize("part", [b"{}", b'"ab"', b"[[]]", b'{"k":1}'])
+def test_a_frame_of_many_tiny_parts_is_refused_before_it_is_parsed(part):
+    count = 7 * 1024 * 1024 // (len(part) + 1)  # under the 8 MB frame cap
+    frame = b'data: {"parts": [' + b",".join([part] * count) + b"]}\n\n"
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError, match="more than 64 MB to read"):
+            StreamParser().feed(frame)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(frame)  # the bytes and their copies, never the parsed parts (10x and more)
+
+
+def test_a_frame_nested_deeper_than_python_goes_is_skipped():
+    events, parser = parse_all(b"data: " + b"[" * 100_000 + b"]" * 100_000 + b'\n\ndata: {"a": 1}\n\n')
+    assert [e.data for e in events] == [{"a": 1}] and parser.skipped == 1
 
 
 def test_an_html_page_yields_no_events():

@@ -448,11 +448,11 @@ def test_an_import_of_any_size_is_read_a_conversation_at_a_time(owner, member, m
 
     # the same file laid out another way must fit in MAX_IMPORT whole
     indented = json.dumps(json.loads(raw), indent=1).encode()
-    with pytest.raises(imports.ImportRefused, match="larger than 50 MB and not laid out as pplxweb"):
+    with pytest.raises(imports.ImportRefused, match="larger than 8 MB and not laid out as pplxweb"):
         imports.import_history(member, indented)
     # one conversation too large
     monkeypatch.setattr(imports, "MAX_IMPORT", 200)
-    with pytest.raises(imports.ImportRefused, match="A conversation in that file is larger than 50 MB"):
+    with pytest.raises(imports.ImportRefused, match="A conversation in that file is larger than 8 MB"):
         imports.import_history(member, raw)
     # a file cut short
     monkeypatch.setattr(imports, "MAX_IMPORT", 1000)
@@ -622,7 +622,7 @@ def test_too_many_conversations_for_perplexity_are_not_offered_and_a_forged_ask_
 
 
 def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner_client, owner):
-    from search.history import imports
+    from search.history import import_entries
     from search.history.imports import import_history
 
     data = {"title": "t", "entries": [{"question": "odd?", "created": "2026-01-02T03:04:05+00:00", "answer": "a [1]", "status": "running",
@@ -638,7 +638,7 @@ def test_an_import_with_odd_values_comes_in_shaped_and_every_page_shows_it(owner
         {"title": "js", "url": "javascript:alert(1)", "snippet": "", "date": ""},
     ]
     assert (entry.related, entry.steps, entry.options) == (["fine?"], [{"kind": "", "text": "step"}], {})
-    assert (entry.status, entry.error) == ("interrupted", imports.STILL_ARRIVING)  # not running here
+    assert (entry.status, entry.error) == ("interrupted", import_entries.STILL_ARRIVING)  # not running here
     for path in (
         reverse("search:thread", args=[entry.thread_id]),
         reverse("search:history"),

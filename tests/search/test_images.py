@@ -63,7 +63,10 @@ async def test_a_generated_image_is_saved_while_the_answer_runs_and_shown_from_p
     entry = await Entry.objects.aget()
     assert picture.call_count == 1
     assert "cookie" not in picture.calls[0].request.headers  # the session never goes with it
-    assert entry.images == [{"n": 0, "caption": "A blue square", "width": 64, "height": 48, "file": "0.png"}]
+    assert entry.images == [
+        {"n": 0, "caption": "A blue square", "width": 64, "height": 48, "file": "0.png", "bytes": len(PNG)}
+    ]
+    assert entry.image_bytes == len(PNG)  # what the quota counts
     assert (images.folder(entry.pk) / "0.png").read_bytes() == PNG
     src = f'src="/entry/{entry.pk}/image/0/"'
     assert any(src in m for m in messages)  # shown live, before or with the final update
@@ -185,8 +188,10 @@ def test_the_history_zip_carries_the_images_and_importing_it_restores_them(owner
         "width": 64,
         "height": 48,
         "file": "0.png",
+        "bytes": len(PNG),
     }
     assert copy.images[1]["error"].endswith("It is larger than 20 MB.")
+    assert copy.image_bytes == len(PNG) and copy.import_bytes > 0
     assert (images.folder(copy.pk) / "0.png").read_bytes() == PNG
 
     # a zip whose image is not an image: the entry comes in, the file does not
@@ -226,7 +231,7 @@ def test_a_history_zip_is_imported_from_the_upload_and_the_size_limits_hold(owne
     with pytest.raises(imports.ImportRefused, match="zip is larger than 4 GB"):
         imports.import_history(owner, archive)
     monkeypatch.setattr(imports, "MAX_IMPORT", 10)
-    with pytest.raises(imports.ImportRefused, match="file is larger than 50 MB"):
+    with pytest.raises(imports.ImportRefused, match="file is larger than 8 MB"):
         imports.import_history(owner, b"{" + b" " * 20 + b"}")
 
 

@@ -95,23 +95,41 @@ def test_blank_lines_cost_nothing(owner):
     assert Entry.objects.get().question == "after the blanks"
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("layout", ["document", "line"])
-def test_memory_stays_flat_for_a_file_of_empty_objects(owner, layout):
-    empties = b", ".join([b"{}"] * 5_000_000)  # 20 MB: ~1 GB of Python objects if parsed
-    data = (
-        b'{"threads": [' + empties + b"]}"
-        if layout == "document"
-        else HEADER + b'{"entries": [' + empties + b"]}\n]}"
-    )
+def tiny_parts(layout: str, part: bytes, size: int) -> bytes:
+    parts = b", ".join([part] * (size // (len(part) + 2)))
+    if layout == "document":
+        return b'{"threads": [{"entries": [{"question": "q", "related": [' + parts + b"]}]}]}"
+    return HEADER + b'{"entries": [{"question": "q", "related": [' + parts + b"]}]}\n]}"
+
+
+def peak_refusing(owner, data: bytes, sentence: str) -> int:
     tracemalloc.start()
     try:
-        with pytest.raises(imports.ImportRefused, match="more parts than any pplxweb writes"):
+        with pytest.raises(imports.ImportRefused, match=sentence):
             imports.import_history(owner, data)
-        peak = tracemalloc.get_traced_memory()[1]
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 3 * len(data), peak
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("layout", ["document", "line"])
+@pytest.mark.parametrize("part", [b"{}", b'"ab"', b"[]", b"0.5"])
+def test_a_conversation_of_tiny_parts_is_refused_before_it_is_parsed(owner, layout, part):
+    """7 MB (under the 8 MB a conversation may take) of parts of 2-4 bytes: 300 MB and more of
+    Python objects once parsed. Refused unparsed: the import holds copies of the bytes only."""
+    data = tiny_parts(layout, part, 7 * 1024 * 1024)
+    peak = peak_refusing(owner, data, "more parts than any pplxweb writes")
+    assert peak < 4 * len(data), peak
+    assert not Thread.objects.exists() and not ImportJob.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("layout", ["document", "line"])
+def test_51_mb_of_short_strings_is_refused_having_read_8_mb(owner, layout):
+    data = tiny_parts(layout, b'"ab"', 51 * 1024 * 1024)
+    peak = peak_refusing(owner, data, "larger than 8 MB")
+    assert peak < 3 * 8 * 1024 * 1024, peak  # the file's bytes are the test's; the import read 8 MB
 
 
 MALFORMED = [
@@ -159,6 +177,17 @@ def test_odd_but_storable_values_come_in_cleaned(owner):
     assert imports.import_history(owner, listing(item)) == (1, 0)
     entry = Entry.objects.get()
     assert (entry.question, entry.answer, entry.related, len(entry.model)) == ("nul and ?", "ab", ["r"], 80)
+
+
+@pytest.mark.django_db
+def test_an_answer_longer_than_pplxweb_keeps_comes_in_cut_with_a_note(owner):
+    from pplxweb.perplexity.values import MAX_TEXT
+
+    item = conversation("long", answer="a" * (MAX_TEXT + 100_000), report="r" * 10)
+    assert imports.import_history(owner, listing(item)) == (1, 0)
+    entry = Entry.objects.get()
+    assert len(entry.answer) == MAX_TEXT and entry.answer.endswith("characters; the rest was left out.)*")
+    assert entry.report == "r" * 10 and entry.import_bytes > MAX_TEXT
 
 
 @pytest.mark.django_db

@@ -123,7 +123,7 @@ async def test_odd_threads_are_imported_as_far_as_they_go(owner, linked):
         {"title": "structured", "turns": [{"shape": "structured", "a": "From structure."}]},
         {"title": "no sources", "turns": [{"shape": "nosources", "a": "Bare."}]},
         {"title": "dirty", "turns": [{"a": "NUL\x00 and \ud800 lone", "q": "Q\x00?"}]},
-        {"title": "huge", "turns": [{"size": 5_000_000}]},
+        {"title": "huge", "turns": [{"size": 2_000_000}]},
         {"title": "long", "turns": 500},
         {"title": "deleted", "gone": "ENTRY_DELETED"},
         {"title": "expired", "gone": "ENTRY_EXPIRED"},
@@ -147,7 +147,8 @@ async def test_odd_threads_are_imported_as_far_as_they_go(owner, linked):
     assert by_title["no sources"][0].answer == "Bare." and by_title["no sources"][0].sources == []
     dirty = by_title["dirty"][0]
     assert "\x00" not in dirty.answer + dirty.question and "\ud800" not in dirty.answer
-    assert len(by_title["huge"][0].answer) > 5_000_000
+    huge = by_title["huge"][0].answer  # 2 MB upstream (the fake's pages hold it three times)
+    assert len(huge) > 2_000_000 and "left out" not in huge
     assert len(by_title["long"]) == 500
     assert by_title["report"][0].report == "# The report\n\nDeep findings here."
 
@@ -222,16 +223,16 @@ async def test_a_slug_that_changes_keeps_one_conversation(owner, linked):
     assert await sync_to_async(Thread.objects.filter(thread_url_slug="renamed-slug").count)() == 1
 
 
-async def test_cancel_mid_thread_keeps_what_was_done_and_writes_nothing_half(owner, linked):
+async def test_cancel_mid_thread_keeps_the_pages_saved_and_the_next_run_goes_on(owner, linked):
     fake_library.lib["threads"] = fake_library.generate(3, 250)  # 3 pages a thread
     calls = {"n": 0}
     real = runner.thread_page
 
-    async def counting(client, slug, cursor=""):
+    async def counting(client, slug, *args):
         calls["n"] += 1
         if calls["n"] == 5:  # the second page of the second thread
             await sync_to_async(jobs.cancel)(owner)
-        return await real(client, slug, cursor)
+        return await real(client, slug, *args)
 
     runner.thread_page = counting
     try:
@@ -239,7 +240,17 @@ async def test_cancel_mid_thread_keeps_what_was_done_and_writes_nothing_half(own
     finally:
         runner.thread_page = real
     assert job.state == "cancelled" and job.fetched == 1
-    assert len(await entries(owner)) == 250  # the first thread whole, nothing of the second
+    # the first thread whole, and the pages of the second read before Cancel took effect (each
+    # page is saved as it comes; the cancel is heeded before the next request)
+    assert len(await entries(owner)) == 450
+    second = await sync_to_async(LibraryThread.objects.get)(
+        user=owner, slug=fake_library.ordered()[1]["slug"]
+    )
+    assert second.state == "pending" and second.thread_id
+    again = await run(owner)
+    assert again.state == "done" and again.new_entries == 300
+    got = await entries(owner)
+    assert len(got) == 750 and len({e.backend_uuid for e in got}) == 750
 
 
 async def test_resume_after_a_restart_goes_on_where_it_stopped(owner, linked):
@@ -301,7 +312,9 @@ async def test_a_cursor_that_does_not_move_fails_the_thread_not_the_job(owner, l
     job = await run(owner)
     assert job.state == "done" and job.failed == 2 and job.fetched == 0
     assert "did not move on" in job.notes[0]["reason"]
-    assert await entries(owner) == []  # nothing half-written
+    # what was read is kept, and said
+    assert "3 of its turns were imported; the next sync tries the rest" in job.notes[0]["reason"]
+    assert len(await entries(owner)) == 6
     assert fake_library.lib["calls"]["thread"] == 4  # two pages each, then it stopped
 
 
@@ -323,9 +336,9 @@ async def test_unlinking_stops_the_job_and_its_cookies_are_not_written_back(owne
     fake_library.lib["threads"] = fake_library.generate(5, 1)
     real = runner.thread_page
 
-    async def unlinking(client, slug, cursor=""):
+    async def unlinking(client, slug, *args):
         await sync_to_async(unlink)(owner)
-        return await real(client, slug, cursor)
+        return await real(client, slug, *args)
 
     runner.thread_page = unlinking
     try:

@@ -96,7 +96,7 @@ async def test_their_library_import_stops_and_keeps_only_whole_conversations(
         tier="pro",
     )
     library(*({"turns": 3} for _ in range(6)))
-    save = store.save_thread
+    save = store.save_page  # (a thread of three turns is one page)
     saved = []
 
     def save_then_remove(row_id, turns, reports):
@@ -106,7 +106,7 @@ async def test_their_library_import_stops_and_keeps_only_whole_conversations(
         saved.append(result)
         return result
 
-    monkeypatch.setattr(store, "save_thread", save_then_remove)
+    monkeypatch.setattr(store, "save_page", save_then_remove)
     with caplog.at_level("ERROR"):
         await importing(member)  # the job ends by itself, quietly
     assert not caplog.records

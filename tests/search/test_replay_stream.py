@@ -144,11 +144,11 @@ def test_bad_captures_give_a_status_and_a_message(tmp_path, body, status, needle
 def test_a_huge_body_without_newlines_fails_with_a_message(tmp_path):
     path = tmp_path / "huge"
     with path.open("wb") as handle:
-        for _ in range(17):
+        for _ in range(9):
             handle.write(b"x" * (1024 * 1024))
     result = json.loads(replay(str(path)))
     assert result["status"] == "failed"
-    assert "larger than 16 MiB" in result["error"]
+    assert "larger than 8 MB" in result["error"]
 
 
 def test_a_research_capture_gives_the_cover_note_and_the_report(tmp_path):

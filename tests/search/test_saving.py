@@ -71,7 +71,7 @@ async def test_a_final_save_that_fails_saves_the_entry_failed_with_what_it_can(
     assert "pplxweb could not save this answer whole" in "".join(messages)
     entry = await Entry.objects.aget()
     assert (entry.status, entry.error, entry.answer) == ("failed", NOT_SAVED, "Kept words")
-    async with asyncio.timeout(10):  # the run leaves the table once its end is sent
+    async with asyncio.timeout(10):  # the run leaves the table once its end is sent (its HTML rendered first)
         while runner.RUNS:
             await asyncio.sleep(0.01)
 

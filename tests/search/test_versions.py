@@ -333,9 +333,9 @@ async def test_history_exports_and_imports_keep_every_version(owner, alinked, up
 
 
 async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
-    owner, alinked, upstream, settings
+    owner, alinked, upstream, settings, tmp_path
 ):
-    from search import attachments
+    from search import attachments, storage
     from search.models import Attachment
     from tests.search.test_attachments import storage_routes
 
@@ -343,6 +343,7 @@ async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
         owner, [stream(["one"], "b-1"), stream(["two"], "b-2"), stream(["two again"], "b-3")], upstream
     )
     settings.UPLOAD_HOSTS = ("files.perplexity.test",)
+    settings.DATA_DIR = tmp_path  # its own attachments folder
     stored = storage_routes(upstream)
     (attachments.folder() / ("0" * 32 + ".txt")).write_bytes(b"words\n")
     await Attachment.objects.acreate(
@@ -354,9 +355,16 @@ async def test_deleting_a_version_keeps_the_others_files_and_shows_another(
     again = await Entry.objects.aget(backend_uuid="b-3")
     assert [a.name for a in await sync_to_async(versions.files)(again)] == ["a.txt"]
     assert stored.call_count == 1 and await Attachment.objects.acount() == 1  # sent again, not copied
+    kept = await sync_to_async(storage.usage)(owner.pk)
+    assert (kept.files, kept.file_count) == (6, 1)  # the turn's file counts once, whatever its versions
+    assert [p.name for p in attachments.folder().iterdir()] == ["0" * 32 + ".txt"]
     client = await client_for(owner)
     await client.post(reverse("search:delete"), {"entry": [str(again.pk)], "confirm": "1"})
     second = await Entry.objects.aget(pk=second.pk)
     assert second.shown and await Attachment.objects.filter(entry=second).aexists()
+    assert (await sync_to_async(storage.usage)(owner.pk)).files == 6
+    assert (attachments.folder() / ("0" * 32 + ".txt")).exists()  # the version left holds it
     await client.post(reverse("search:delete"), {"entry": [str(second.pk)], "confirm": "1"})
     assert not await Attachment.objects.aexists() and await Entry.objects.acount() == 1
+    assert (await sync_to_async(storage.usage)(owner.pk)).files == 0
+    assert not list(attachments.folder().iterdir())  # gone with the last version that named it

@@ -35,7 +35,7 @@ def replay(handle: BinaryIO) -> Result:
             head = head or chunk[:512]
             for event in parser.feed(chunk):
                 snapshot = merge(snapshot, event)
-            if parser.ended:
+            if parser.ended or snapshot.over:
                 break
         for event in parser.close():
             snapshot = merge(snapshot, event)
@@ -43,6 +43,8 @@ def replay(handle: BinaryIO) -> Result:
         result = extract(snapshot, ended=True)
         return Result(**{**result.__dict__, "status": "failed", "error": exc.message})
     result = extract(snapshot, ended=True)
+    if snapshot.over:
+        return Result(**{**result.__dict__, "error": snapshot.over})
     if snapshot.events == 0 and head.lstrip()[:1] == b"<":
         page = "a Cloudflare challenge" if b"cdn-cgi" in head or b"Just a moment" in head else "a web page"
         message = f"This is {page}, not an answer stream."
