@@ -60,7 +60,10 @@ async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
     finally:
         stop(second)
         control(fake_perplexity, ask={})
-    assert entry.status == "completed", entry.error
+    logs = "".join(
+        f"--- {n}.log\n" + (tmp_path / f"{n}.log").read_text()[-3000:] for n in ("first", "second")
+    )
+    assert entry.status == "completed", (entry.error, logs)
     assert entry.answer == "".join(PARTS).strip() or entry.answer == "".join(PARTS)
     log = (tmp_path / "second.log").read_text()
     assert "Traceback" not in log, log[-3000:]

@@ -188,7 +188,7 @@ def test_the_saved_page_folds_them_under_the_question(owner_client, owner):
     assert page.index("Fees of OCIOs?</h2>") < page.index(f'id="entry-{entry.pk}-question"')
     assert page.index(f'id="entry-{entry.pk}-question"') < page.index(f'id="entry-{entry.pk}-sources"')
     assert (
-        '<details class="clarified small"><summary>Perplexity asked 2 questions before researching · answered'
+        '<details class="clarified small" data-outcome="answered"><summary>Perplexity asked 2 questions before researching · answered'
         in folded
     )
     assert "<dt>Which region matters most?</dt><dd>Patagonia" in folded
