@@ -45,10 +45,12 @@ class Server:
         self.proc, _ = start_pplxweb(server_env(self.fake, **env), log, port=self.port)
 
     def kill(self) -> None:
-        """No shutdown: nothing saved at the end (the next process rejoins the run). The worker
-        first: granian's main process does not take its worker along when it is killed."""
-        os.kill(worker_pid(self.proc), signal.SIGKILL)
+        """No shutdown: nothing saved at the end (the next process rejoins the run). granian's
+        main process does not take its worker along when it is killed, so the worker goes too,
+        after it (killed first, the worker would be replaced by a new one)."""
+        worker = worker_pid(self.proc)
         self.proc.kill()
+        os.kill(worker, signal.SIGKILL)
         self.proc.wait(10)
 
     def stop(self) -> None:

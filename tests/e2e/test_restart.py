@@ -41,7 +41,10 @@ async def test_a_server_killed_mid_answer_rejoins_the_run_after_a_restart(
         ) as ws:
             await ws.send(json.dumps({"q": "killed mid-answer"}))
             await receive_until(ws, "Part 8 of", timeout=10)
-            for pid in (worker_pid(first), first.pid):  # no shutdown, no final save
+            # no shutdown, no final save; granian's main process first, which would otherwise
+            # start a new worker in place of the killed one (that one then shuts down cleanly)
+            worker = worker_pid(first)
+            for pid in (first.pid, worker):
                 os.kill(pid, signal.SIGKILL)
             first.wait(10)
     finally:
