@@ -14,6 +14,7 @@ from search.display import with_footnotes
 from search.models import Entry, Thread
 
 CANDIDATES = 20  # conversations starting with the same first question that are compared whole
+SPACED = 500  # questions starting with the same word looked at when none is exactly the first
 
 
 def squashed(text: str) -> str:
@@ -47,12 +48,14 @@ def matching(user, earlier: list[tuple[str, str]]) -> int | None:
     if not pairs:
         return None
     first = pairs[0][0].strip()
-    if not storable(first):  # no saved question holds it (search/forms.py cleans each one)
+    if not first or not storable(first):  # no saved question is that (search/forms.py cleans each)
         return None
-    threads = (
-        Entry.objects.filter(user=user, question=first).order_by("-pk").values_list("thread_id", flat=True)
-    )
-    for thread_id in dict.fromkeys(threads[:CANDIDATES]):
+    mine = Entry.objects.filter(user=user).order_by("-pk")
+    threads = list(mine.filter(question=first).values_list("thread_id", flat=True)[:CANDIDATES])
+    if not threads:  # the same question with its spaces changed inside: its newest namesakes
+        rows = mine.filter(question__startswith=first.split()[0]).values_list("thread_id", "question")
+        threads = [t for t, q in rows[:SPACED] if squashed(q) == squashed(first)][:CANDIDATES]
+    for thread_id in dict.fromkeys(threads):
         entries = shown(thread_id)
         if len(entries) == len(pairs) and all(_same(pair, e) for pair, e in zip(pairs, entries, strict=True)):
             return thread_id

@@ -169,6 +169,12 @@ def test_a_conversation_is_continued_only_when_the_messages_are_exactly_its_turn
     assert given == "Paris [^1].\n\n[^1]: [Paris - Wikipedia](https://en.wikipedia.org/wiki/Paris)"
     turns = [("system", "Be brief."), ("user", " Capital? "), ("assistant", given.replace("\n\n", "\n  "))]
     assert conversations.matching(owner, turns) == thread.pk  # whitespace aside
+    spaced = [("user", "Capital?"), ("assistant", given)]
+    Entry.objects.filter(pk=first.pk).update(question="Capital  of\tFrance?")
+    spaced[0] = ("user", "Capital of France?")  # the spaces inside changed too
+    assert conversations.matching(owner, spaced) == thread.pk
+    Entry.objects.filter(pk=first.pk).update(question="Capital?")
+    assert conversations.matching(owner, [("user", "  "), ("assistant", given)]) is None
     assert conversations.matching(owner, [("user", "Capital?"), ("assistant", "Paris [1].")]) == thread.pk
     assert conversations.matching(owner, [("user", "Capital?"), ("assistant", "Lyon.")]) is None
     assert conversations.matching(member, turns) is None  # never anyone else's
