@@ -41,6 +41,7 @@ from tests.benchmarks.e2e import (
     through_pplxweb,
     typical,
 )
+from tests.benchmarks.servers import end_cleanly_on_sigterm
 from tests.e2e.conftest import ROOT
 
 AGENTS, PAGES = 10, 2
@@ -144,6 +145,7 @@ def crowd(fake: str, server: str, cookies: list[str], tokens: list[str], round_:
 
 
 def main() -> None:
+    end_cleanly_on_sigterm()
     notes: list[str] = []
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], check=True, cwd=ROOT)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, cwd=ROOT)

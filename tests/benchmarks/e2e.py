@@ -69,7 +69,7 @@ os.environ.update(
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.benchmarks.servers import SERVERS, command, cpu_seconds, memory_mb, tree  # noqa: E402
+from tests.benchmarks.servers import SERVERS, command, cpu_seconds, end_cleanly_on_sigterm, memory_mb, tree  # noqa: E402
 from tests.e2e.conftest import ROOT, control, free_port, start, stop, wait_for  # noqa: E402
 from tests.e2e.conftest import seen as fake_requests  # noqa: E402
 
@@ -383,6 +383,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
+    end_cleanly_on_sigterm()
     args = arguments(argv)
     impersonate = "off" if args.plain else os.environ.get("PPLXWEB_IMPERSONATE", "chrome")
     notes: list[str] = []

@@ -41,7 +41,7 @@ os.environ.update({"PPLXWEB_DATA_DIR": str(DATA), "DJANGO_SETTINGS_MODULE": "ppl
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from tests.benchmarks.servers import SERVERS, command, memory_mb  # noqa: E402
+from tests.benchmarks.servers import SERVERS, command, end_cleanly_on_sigterm, memory_mb  # noqa: E402
 from tests.e2e.conftest import ROOT, free_port, stop, wait_for  # noqa: E402
 
 MB = 1024 * 1024
@@ -278,6 +278,7 @@ async def measure(port: int, pid: int, session_id: str, csrf: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    end_cleanly_on_sigterm()
     parser = argparse.ArgumentParser(
         prog="python -m tests.benchmarks.front_door", description=__doc__.split("\n\n")[0]
     )

@@ -49,3 +49,11 @@ def cpu_seconds(pid: int) -> float:
         fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def end_cleanly_on_sigterm() -> None:
+    """A benchmark told to stop (SIGTERM, as `kill` sends) stops the servers it started: the
+    signal raises SystemExit, so its `finally` blocks run."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
