@@ -4,8 +4,10 @@ A run can die without saving its end (a process killed; an end whose save raised
 that has runs or open sockets keeps a watcher task: every TICK it writes the heartbeat of its own
 runs (one statement) and sweeps what is dead (models.RUNNER tells whose a row is). A row of
 this process is dead when its run is not in the runs table, one of another when that process is
-gone or its heartbeat is stale. With no runs and no sockets the watcher ends after one last
-sweep; the next socket or run starts it again (and sweeps at once).
+gone or its heartbeat is stale. With no runs, no sockets and no other process's row running,
+the watcher ends after one last sweep; the next socket or run starts it again (and sweeps at
+once). A row of another process is watched until it ends or is found dead, so a restart's lost
+answers are rejoined even when nobody opens a page.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import socket
 import weakref
 from collections.abc import Callable, Collection
 from datetime import timedelta
+from pathlib import Path
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -54,7 +57,10 @@ async def _watch(runs: Collection[int], rejoin: Callable[[Entry, AskRequest], ob
     while True:
         try:
             swept, claimed = await database_sync_to_async(beat_and_sweep)(set(runs))
+            # rows of other processes still running: watched until they end or are found dead
+            others = await Entry.objects.filter(status=Entry.Status.RUNNING).exclude(runner=RUNNER).aexists()
         except Exception:  # the database is away: try again next tick
+            others = True
             log.exception("liveness: heartbeat or sweep failed")
         else:
             if swept:
@@ -62,7 +68,7 @@ async def _watch(runs: Collection[int], rejoin: Callable[[Entry, AskRequest], ob
             for entry, request in claimed:
                 log.info("liveness: rejoining the run of entry %s on Perplexity", entry.pk)
                 rejoin(entry, request)
-        if not runs and not sockets:
+        if not runs and not sockets and not others:
             return
         await asyncio.sleep(TICK)
 
@@ -92,13 +98,19 @@ def claim_lost(alive: Collection[int]) -> list[tuple[Entry, AskRequest]]:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs: a killed one that nobody has reaped yet (a zombie, as a
+    server's worker whose main process was killed too stays until init reaps it) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:  # no /proc here: the signal's answer is all there is
+        return True
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
 
 
 def sweep_interrupted(at_start: bool = False, alive: Collection[int] | None = None) -> int:

@@ -5,10 +5,16 @@ its partial answer kept."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from search.live import liveness, runner
 from search.models import Entry, Thread
@@ -78,3 +84,33 @@ async def test_at_start_a_rejoinable_row_is_left_for_the_watcher(owner):
     assert left.status == "running" and left.runner == ""
     claimed = await sync_to_async(liveness.claim_lost)(set())
     assert [e.pk for e, _ in claimed] == [entry.pk]
+
+
+def test_a_killed_process_nobody_has_reaped_yet_counts_as_gone():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        for _ in range(1000):  # its end, not yet reaped: a zombie (a bound, not a figure)
+            if Path(f"/proc/{child.pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        assert not liveness.pid_alive(child.pid)
+    finally:
+        child.wait()
+    assert liveness.pid_alive(os.getpid())
+
+
+async def test_the_watcher_keeps_watching_another_processs_running_row_until_it_is_found_dead(
+    owner, monkeypatch
+):
+    entry = await lost_entry(owner, backend_uuid="")  # not rejoinable: swept once found dead
+    await Entry.objects.filter(pk=entry.pk).aupdate(heartbeat=timezone.now())  # fresh: not stale
+    alive_for = [2]  # the other process is still there at the first two ticks
+
+    def pid_alive(pid):
+        alive_for[0] -= 1
+        return alive_for[0] >= 0
+
+    monkeypatch.setattr(liveness, "pid_alive", pid_alive)
+    monkeypatch.setattr(liveness, "TICK", 0.01)
+    await asyncio.wait_for(liveness._watch({}, lambda *_: None), 30)  # a bound, not a figure
+    assert (await Entry.objects.aget(pk=entry.pk)).status == "interrupted"
