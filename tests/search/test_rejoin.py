@@ -112,5 +112,6 @@ async def test_the_watcher_keeps_watching_another_processs_running_row_until_it_
 
     monkeypatch.setattr(liveness, "pid_alive", pid_alive)
     monkeypatch.setattr(liveness, "TICK", 0.01)
+    monkeypatch.setattr(liveness, "sockets", 0)  # this process's open sockets: none here
     await asyncio.wait_for(liveness._watch({}, lambda *_: None), 30)  # a bound, not a figure
     assert (await Entry.objects.aget(pk=entry.pk)).status == "interrupted"
