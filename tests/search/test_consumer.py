@@ -50,6 +50,15 @@ async def ask(user, message: dict, until: str, timeout: float = 5.0) -> list[str
     return messages
 
 
+async def stop_stalled(comm) -> None:
+    """Stop the one run (its stream stalls for good), as a page's Stop does, and close the socket:
+    the run ends with the test instead of at the fixture's wait."""
+    entry = await Entry.objects.aget()
+    await comm.send_to(text_data=json.dumps({"action": "stop", "entry": str(entry.pk)}))
+    await receive_until(comm, "status-stopped")
+    await comm.disconnect()
+
+
 async def entry_status(pk: int) -> str:
     return (await Entry.objects.aget(pk=pk)).status
 
@@ -133,7 +142,7 @@ async def test_updates_merge_events_and_a_pause_flushes_what_waits(owner, alinke
     await comm.send_to(text_data=json.dumps({"q": "cadence"}))
     updates = [m for m in await receive_until(comm, "word39", timeout=20) if "-tail" in m or "-blocks" in m]
     assert 1 <= len(updates) < 40  # each event would be an update of its own without the throttle
-    await comm.disconnect()
+    await stop_stalled(comm)
 
 
 async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstream, monkeypatch):
@@ -148,7 +157,7 @@ async def test_the_first_words_do_not_wait_for_the_cadence(owner, alinked, upstr
     await comm.send_to(text_data=json.dumps({"q": "first words"}))
     messages = await receive_until(comm, "word0", timeout=20)
     assert re.search(r'id="entry-\d+-sources"', "".join(messages))  # and the sources with them, or before
-    await comm.disconnect()
+    await stop_stalled(comm)
 
 
 async def test_closing_the_tab_does_not_stop_the_run(owner, alinked, upstream):
@@ -609,7 +618,7 @@ async def test_the_last_words_go_out_when_perplexity_says_the_text_is_complete(
     comm = await connect(owner)
     await comm.send_to(text_data=json.dumps({"q": "a slow finish"}))
     await receive_until(comm, "word29", timeout=20)
-    await comm.disconnect()
+    await stop_stalled(comm)
 
 
 async def test_a_run_sends_no_part_the_new_entry_already_shows(owner, alinked, upstream):

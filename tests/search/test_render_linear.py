@@ -50,7 +50,11 @@ def assert_linear(render, unit: str, small: int = 5000) -> None:
     changes."""
     k = max(1, small // len(unit))
     few, many = calls(render, unit * k), calls(render, unit * 4 * k)
-    assert many <= 4.5 * few + 1000, (unit, few, many)
+    if many > 4.5 * few + 1000:
+        # A limit can still be coming into play at k (a unit with a link and a citation grew
+        # 5.3x from 5 to 20 KB, then 4.2x from 20 to 80 KB); a square part only grows further.
+        more = calls(render, unit * 16 * k)
+        assert more <= 4.5 * many + 1000, (unit, few, many, more)
 
 
 def answer(text: str) -> None:
