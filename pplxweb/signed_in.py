@@ -36,9 +36,9 @@ class FollowsSignIn:
         self.session_key = self.scope["session"].session_key
         await self.channel_layer.group_add(sockets.group(user.pk), self.channel_name)
 
-    async def unfollow_sign_in(self) -> None:
-        if self.user is not None:
-            await self.channel_layer.group_discard(sockets.group(self.user.pk), self.channel_name)
+    def sign_in_groups(self) -> list[str]:
+        """The groups a closing socket leaves (sockets.leave) for its sign-in."""
+        return [sockets.group(self.user.pk)] if self.user is not None else []
 
     async def signed_out_now(self) -> bool:
         """Whether the session is over; if it is, the socket has said so and closed."""

@@ -138,6 +138,18 @@ async def publish(send, to: str, message: dict) -> bool:
     return True
 
 
+async def leave(layer, groups: list[str], channel: str) -> None:
+    """A closing socket leaves its groups. Best effort: when Redis is away or just back, the
+    layer can fail here (channels-redis reconnecting raised RuntimeError "readuntil() called
+    while another coroutine is already waiting"); that is logged and the socket closes all the
+    same (its pub/sub channel is dropped as the consumer ends)."""
+    for name in groups:
+        try:
+            await layer.group_discard(name, channel)
+        except (*LAYER_FAULTS, RuntimeError) as error:
+            log.warning("a closing socket could not leave %s (%s)", name, error)
+
+
 async def tell_open_sockets() -> None:
     """Every open socket of this process may have missed messages: each says so and closes."""
     for socket in list(_open):

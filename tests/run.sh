@@ -5,10 +5,10 @@
 # on loopback, and stops them again however the run ends.
 #   PPLXWEB_TEST_SETUPS="sqlite"    run one set-up only (default: "sqlite postgres")
 #   make test ARGS="-k consumer"    extra pytest arguments, passed to both runs
-#   PPLXWEB_TEST_WORKERS=N          pytest workers per pass (pytest-xdist; default 0: one
-#                                   process. On 2 cores, 3 workers took as long as one: SQLite
-#                                   1052 s against ~900, PostgreSQL 376 against 373; the suite is
-#                                   CPU-bound there. More cores gain.)
+#   PPLXWEB_TEST_WORKERS=N          pytest workers per pass (pytest-xdist, idle workers take
+#                                   waiting tests from busy ones; default 3; 0: one process).
+#                                   The suite waits more than it computes (servers, browsers,
+#                                   timeouts), so 3 workers on 2 cores gain.
 # The SQLite pass runs every test; the PostgreSQL + Redis pass what depends on the database and
 # the channel layer, and one browser journey per feature (markers: tests/conftest.py).
 POSTGRES_TESTS="database and not browser or journey"
@@ -62,7 +62,9 @@ start_services() {
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 }
 
-PYTEST_ARGS=(-n "${PPLXWEB_TEST_WORKERS:-0}" "$@")
+WORKERS=${PPLXWEB_TEST_WORKERS:-3}
+PYTEST_ARGS=(-n "$WORKERS" "$@")
+[ "$WORKERS" = 0 ] || PYTEST_ARGS=(--dist worksteal "${PYTEST_ARGS[@]}")
 CALLER_ARGS=$#
 run_suite() {  # NAME MARKERS ENV-COMMAND...: run pytest under that environment with a data dir of its own
   local name=$1 markers=$2 data

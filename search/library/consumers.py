@@ -50,8 +50,7 @@ class LibraryConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsume
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            await self.unfollow_sign_in()
+            await sockets.leave(self.channel_layer, [self.group, *self.sign_in_groups()], self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         return  # the page only listens

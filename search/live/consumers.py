@@ -85,9 +85,8 @@ class SearchConsumer(FollowsSignIn, sockets.FollowsLayer, AsyncWebsocketConsumer
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "watching"):
             liveness.sockets -= 1
-            await self.unfollow_sign_in()
-        for entry_id in getattr(self, "watching", ()):
-            await self.channel_layer.group_discard(runner.group(entry_id), self.channel_name)
+            groups = self.sign_in_groups() + [runner.group(entry_id) for entry_id in self.watching]
+            await sockets.leave(self.channel_layer, groups, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None or len(text_data) > MAX_MESSAGE:
